@@ -1,0 +1,73 @@
+"""Command line: parse options into config objects and call one core function each.
+
+Every subcommand lives in its own module with a ``register(subparsers)`` function that
+adds its parser and sets ``handler``. Errors the user can fix arrive as
+:class:`~tokenlens.errors.TokenlensError` and are printed as one line (no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from tokenlens import __version__
+from tokenlens.cli import demo, models, tokens, trace
+from tokenlens.errors import TokenlensError
+
+DESCRIPTION = """\
+tokenlens explains why speculative decoding speeds up some text and not other text.
+
+It records, for every verification step of a vLLM run, which draft tokens were
+proposed, which were accepted and what replaced the first rejected one; aligns each
+token with its bytes, characters and MeCab morphemes; and reports acceptance by
+script, part of speech and morpheme boundary, for Japanese and English side by side.
+
+Start here:
+  tokenlens demo                 the whole study on the embedded Qwen pair (CPU, offline)
+  tokenlens models ensure        assemble the embedded models into the cache
+  tokenlens trace --prompts corpora/demo.jsonl --method draft_model --out runs/dm3
+  tokenlens tokens --corpus corpora/demo.jsonl --tokenizer qwen3.5 --out out/tok
+"""
+
+_COMMANDS = (demo, trace, tokens, models)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments give one line on stderr (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser; each command module adds its own subparser."""
+    parser = OneLineParser(
+        prog="tokenlens",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tokenlens {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for module in _COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tokenlens`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        result: int = args.handler(args)
+    except TokenlensError as exc:
+        print(f"tokenlens: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tokenlens: interrupted", file=sys.stderr)
+        return 130
+    return result

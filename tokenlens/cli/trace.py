@@ -1,0 +1,153 @@
+"""``tokenlens trace``: one traced generation run -> a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tokenlens.cli.common import (
+    add_progress_flag,
+    existing_file,
+    formatter,
+    positive_int,
+    progress_for,
+    say,
+)
+from tokenlens.engine.config import SamplingConfig
+from tokenlens.errors import TokenlensError
+from tokenlens.trace import BASELINE, TraceConfig, run_trace
+
+HELP = """\
+Generate every prompt of a JSONL prompt file with vLLM and write a run directory:
+manifest.json (signature + provenance), requests.parquet (outputs, token ids, the
+target's top-k logprobs), metrics.json (vLLM's own spec-decode counters).
+
+Without --model the embedded Qwen2.5-Coder-1.5B-Instruct target is used (assembled
+offline on first use); --method draft_model without --draft-model uses the embedded
+0.5B drafter. Decoding is greedy unless --temperature is given.
+
+examples:
+  tokenlens trace --prompts corpora/demo.jsonl --method draft_model --num-spec 3 --out runs/dm3
+  tokenlens trace --prompts corpora/demo.jsonl --method ngram --num-spec 3 --out runs/ng3
+  tokenlens trace --prompts corpora/demo.jsonl --out runs/baseline          (no speculation)
+  tokenlens trace --prompts p.jsonl --model Qwen/Qwen3.5-4B --method mtp --out runs/mtp3
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "trace",
+        help="run prompts through vLLM with a speculative method and record the run",
+        description=HELP,
+        formatter_class=formatter(),
+    )
+    p.add_argument("--prompts", required=True, type=existing_file, help="prompt file (JSONL)")
+    p.add_argument("--out", required=True, type=Path, help="run directory to create")
+    p.add_argument(
+        "--model", help="target model: path, hub id, or 'target' (default: embedded 1.5B)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        help="tokenizer for analysis: path, hub id, or built-in 'qwen2.5'/'qwen3.5' "
+        "(default: the model's)",
+    )
+    p.add_argument(
+        "--method",
+        default=BASELINE,
+        help="speculative method as vLLM names it: ngram, draft_model, mtp, dflash, eagle, "
+        "eagle3, suffix, ... or 'none' for no speculation (default: none)",
+    )
+    p.add_argument(
+        "--draft-model", help="drafter for draft_model/eagle/dflash (default: embedded 0.5B)"
+    )
+    p.add_argument(
+        "--num-spec", type=positive_int, default=3, help="draft tokens per step, k (default: 3)"
+    )
+    p.add_argument(
+        "--spec-option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="extra speculative_config key, e.g. prompt_lookup_max=5 (repeatable)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=256,
+        help="per prompt unless the prompt sets max_tokens",
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--logprobs",
+        type=int,
+        default=10,
+        help="top-k logprobs per emitted token (default: 10, 0 = off)",
+    )
+    p.add_argument(
+        "--concurrency", type=positive_int, default=1, help="requests in flight (default: 1)"
+    )
+    p.add_argument("--lang", action="append", help="only prompts of this language (repeatable)")
+    p.add_argument("--limit", type=positive_int, help="at most N prompts per language")
+    p.add_argument("--max-model-len", type=positive_int, default=4096)
+    p.add_argument("--dtype", default="auto", help="vLLM dtype (default: auto)")
+    p.add_argument(
+        "--no-chat", action="store_true", help="send 'text' prompts raw, without the chat template"
+    )
+    p.add_argument("--cache", type=Path, help="embedded model cache directory")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    add_progress_flag(p)
+    p.set_defaults(handler=run)
+
+
+def parse_options(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TokenlensError(f"--spec-option expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.temperature < 0:
+        raise TokenlensError("--temperature must be >= 0")
+    config = TraceConfig(
+        prompts=args.prompts,
+        out=args.out,
+        model=args.model,
+        tokenizer=args.tokenizer,
+        method=args.method,
+        draft_model=args.draft_model,
+        num_spec=args.num_spec,
+        spec_options=parse_options(args.spec_option),
+        sampling=SamplingConfig(
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            seed=args.seed,
+            logprobs=args.logprobs or None,
+        ),
+        concurrency=args.concurrency,
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
+        langs=tuple(args.lang) if args.lang else None,
+        limit=args.limit,
+        overwrite=args.overwrite,
+        chat=not args.no_chat,
+        cache=args.cache,
+        argv=tuple(["tokenlens", *sys.argv[1:]]),
+    )
+    progress = progress_for(args)
+    out = run_trace(config, progress)
+    progress.close()
+    say(f"run written to {out}")
+    return 0

@@ -1,0 +1,105 @@
+"""What a generation returns: per-request outputs and vLLM's spec-decode counters.
+
+Plain dataclasses so they cross the worker's socket as pickles and are written into run
+directories without touching vLLM types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# vLLM's own metric names (``LLM.get_metrics()`` and the server's /metrics).
+NUM_DRAFTS = "vllm:spec_decode_num_drafts"
+NUM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+NUM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+@dataclass(frozen=True)
+class SpecCounters:
+    """vLLM's spec-decode counters, as reported by vLLM (never recomputed by us)."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_position: tuple[int, ...] = ()
+
+    def __sub__(self, before: SpecCounters) -> SpecCounters:
+        """Counter difference (after - before): the activity of one run or case."""
+        width = max(len(self.accepted_per_position), len(before.accepted_per_position))
+        after_pos = list(self.accepted_per_position) + [0] * (
+            width - len(self.accepted_per_position)
+        )
+        before_pos = list(before.accepted_per_position) + [0] * (
+            width - len(before.accepted_per_position)
+        )
+        return SpecCounters(
+            num_drafts=self.num_drafts - before.num_drafts,
+            num_draft_tokens=self.num_draft_tokens - before.num_draft_tokens,
+            num_accepted_tokens=self.num_accepted_tokens - before.num_accepted_tokens,
+            accepted_per_position=tuple(a - b for a, b in zip(after_pos, before_pos, strict=True)),
+        )
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted draft tokens / draft tokens, vLLM's definition."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """1 + accepted per draft: tokens emitted per verification step."""
+        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``metrics.json`` form of a run directory."""
+        return {
+            "num_drafts": self.num_drafts,
+            "num_draft_tokens": self.num_draft_tokens,
+            "num_accepted_tokens": self.num_accepted_tokens,
+            "accepted_per_position": list(self.accepted_per_position),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SpecCounters:
+        return cls(
+            num_drafts=int(data["num_drafts"]),
+            num_draft_tokens=int(data["num_draft_tokens"]),
+            num_accepted_tokens=int(data["num_accepted_tokens"]),
+            accepted_per_position=tuple(int(x) for x in data["accepted_per_position"]),
+        )
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """The target's view of one emitted token: its logprob and rank, and the top-k."""
+
+    logprob: float
+    rank: int
+    top_ids: tuple[int, ...]
+    top_logprobs: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class GeneratedRequest:
+    """One finished request: ids, tokens, text, and timing from vLLM's request stats."""
+
+    prompt_id: str
+    vllm_request_id: str
+    prompt_token_count: int
+    output_token_ids: tuple[int, ...]
+    output_text: str
+    finish_reason: str | None
+    logprobs: tuple[TokenLogprobs, ...] | None = None
+    first_token_latency: float | None = None
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """A batch of requests, the wall time of the generate call, and counter deltas."""
+
+    requests: tuple[GeneratedRequest, ...]
+    wall_seconds: float
+    counters: SpecCounters
+    vllm_version: str
+    info: dict[str, Any] = field(default_factory=dict)

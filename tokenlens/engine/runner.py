@@ -1,0 +1,214 @@
+"""Drive the engine worker from the caller's process (which never imports vLLM)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Connection, Listener
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tokenlens.engine.config import EngineConfig, SamplingConfig
+from tokenlens.engine.results import GenerationResult, SpecCounters
+from tokenlens.engine.worker import PromptJob
+from tokenlens.errors import TokenlensError
+from tokenlens.progress import SILENT, Progress
+from tokenlens.prompts import Prompt
+
+
+def jobs_from_prompts(prompts: list[Prompt], chat: bool = True) -> list[PromptJob]:
+    """Chat prompts go through the model's chat template; ``chat=False`` sends raw text."""
+    return [
+        PromptJob(
+            prompt_id=p.id,
+            messages=p.as_messages() if chat or p.messages is not None else None,
+            text=None if chat or p.messages is not None else p.text,
+            max_tokens=p.max_tokens,
+        )
+        for p in prompts
+    ]
+
+
+def _last_error(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if "Error" in line or "error" in line:
+            return " ".join(line.split())[-300:]
+    return ""
+
+
+class Engine:
+    """A vLLM engine in a worker subprocess; use as a context manager.
+
+    ``log_path`` receives everything vLLM prints (it is verbose); errors raised here
+    quote its last error line and name the file.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        log_path: str | Path | None = None,
+        progress: Progress = SILENT,
+        env: dict[str, str] | None = None,
+        start_timeout: float = 1800.0,
+    ) -> None:
+        self.config = config
+        self.progress = progress
+        self.env = env or {}
+        self.start_timeout = start_timeout
+        if log_path is None:
+            fd, name = tempfile.mkstemp(prefix="tokenlens-engine-", suffix=".log")
+            os.close(fd)
+            log_path = name
+        self.log_path = Path(log_path)
+        self.info: dict[str, Any] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def __enter__(self) -> Engine:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        """Start the worker and wait until vLLM has built the engine."""
+        authkey = secrets.token_bytes(32)
+        listener = Listener(family="AF_UNIX", authkey=authkey)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        env = {**os.environ, **self.env}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tokenlens.engine.worker", str(listener.address)],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # one process group: close() can end vLLM's children too
+        )
+        log.close()
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(authkey.hex().encode() + b"\n")
+        self._proc.stdin.close()
+        accepted: list[Connection] = []
+        thread = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.5)
+            if self._proc.poll() is not None and thread.is_alive():
+                listener.close()
+                self._fail_dead("the engine worker exited before connecting")
+        listener.close()
+        self._conn = accepted[0]
+        self._conn.send(("start", self.config))
+        self.info = self._wait(self.start_timeout, "start the vLLM engine")
+
+    def close(self) -> None:
+        """Ask the worker to shut vLLM down; kill the process group if it hangs."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        try:
+            if conn is not None and proc.poll() is None:
+                conn.send(("close",))
+                self._wait_on(conn, proc, 120.0, "close the engine")
+        except (TokenlensError, OSError, EOFError):
+            pass
+        finally:
+            if conn is not None:
+                conn.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=60)
+            _kill_group(proc)
+
+    def kill(self) -> None:
+        """SIGKILL the worker and every vLLM process it started (for crash tests)."""
+        if self._proc is not None:
+            _kill_group(self._proc, signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+            self._conn = None
+
+    # -- requests ------------------------------------------------------------------
+    def generate(
+        self, jobs: list[PromptJob], sampling: SamplingConfig, concurrency: int = 1
+    ) -> GenerationResult:
+        """Generate ``jobs`` with ``concurrency`` requests in flight at a time."""
+        self._send(("generate", jobs, sampling, concurrency))
+        result: GenerationResult = self._wait(None, "generate")
+        return result
+
+    def counters(self) -> SpecCounters:
+        """vLLM's cumulative spec-decode counters for this engine."""
+        self._send(("counters",))
+        result: SpecCounters = self._wait(600.0, "read vLLM's counters")
+        return result
+
+    # -- plumbing ------------------------------------------------------------------
+    def _send(self, message: tuple[Any, ...]) -> None:
+        if self._conn is None:
+            raise TokenlensError("the engine is not running")
+        self._conn.send(message)
+
+    def _wait(self, timeout: float | None, what: str) -> Any:
+        assert self._conn is not None and self._proc is not None
+        return self._wait_on(self._conn, self._proc, timeout, what)
+
+    def _wait_on(
+        self, conn: Connection, proc: subprocess.Popen[bytes], timeout: float | None, what: str
+    ) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if conn.poll(0.5):
+                try:
+                    kind, *payload = conn.recv()
+                except EOFError:
+                    self._fail_dead(f"the engine worker died while trying to {what}")
+                if kind == "progress":
+                    self.progress.advance(payload[0])
+                    continue
+                if kind == "error":
+                    raise TokenlensError(
+                        f"vLLM failed to {what}: {payload[0]} (log: {self.log_path})"
+                    )
+                return payload[0]
+            if proc.poll() is not None:
+                self._fail_dead(f"the engine worker died while trying to {what}")
+            if deadline is not None and time.monotonic() > deadline:
+                raise TokenlensError(
+                    f"timed out after {timeout:.0f}s trying to {what} (log: {self.log_path})"
+                )
+
+    def _fail_dead(self, message: str) -> None:
+        code = self._proc.returncode if self._proc is not None else None
+        last = _last_error(self.log_path)
+        detail = f": {last}" if last else ""
+        raise TokenlensError(f"{message} (exit {code}){detail} (log: {self.log_path})")
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

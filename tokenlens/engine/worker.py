@@ -1,0 +1,257 @@
+"""The engine worker: a subprocess that owns one vLLM ``LLM`` and serves requests.
+
+Started by :class:`tokenlens.engine.runner.Engine` as ``python -m
+tokenlens.engine.worker ADDRESS``; the authkey arrives on stdin. Messages are tuples
+over a ``multiprocessing.connection`` socket:
+
+- parent -> worker: ``("start", EngineConfig)``, ``("generate", [PromptJob],
+  SamplingConfig, concurrency)``, ``("counters",)``, ``("close",)``
+- worker -> parent: ``("ready", info)``, ``("progress", n)``, ``("result", value)``,
+  ``("error", one_line, traceback)``
+
+All vLLM contact of the in-process path is in this module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection
+from typing import Any
+
+from tokenlens.engine.config import EngineConfig, SamplingConfig
+from tokenlens.engine.results import (
+    ACCEPTED_PER_POS,
+    NUM_ACCEPTED,
+    NUM_DRAFT_TOKENS,
+    NUM_DRAFTS,
+    GeneratedRequest,
+    GenerationResult,
+    SpecCounters,
+    TokenLogprobs,
+)
+
+GiB = 1 << 30
+CPU_KV_CACHE_BYTES = 2 * GiB
+
+
+@dataclass(frozen=True)
+class PromptJob:
+    """One prompt to generate: chat messages (rendered by the model's template) or raw text."""
+
+    prompt_id: str
+    messages: list[dict[str, str]] | None
+    text: str | None
+    max_tokens: int | None
+
+
+def cpu_thread_env(cores: int | None = None) -> dict[str, str]:
+    """OpenMP binding for the CPU build: all cores, none reserved.
+
+    vLLM's default on a 2-core machine binds the model to one core and reserves the
+    other for the front end, which halves decoding speed here.
+    """
+    n = cores or os.cpu_count() or 1
+    return {"VLLM_CPU_OMP_THREADS_BIND": f"0-{n - 1}", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+
+
+def _apply_env(config: EngineConfig) -> None:
+    for key, value in cpu_thread_env().items():
+        os.environ.setdefault(key, value)
+    os.environ.update(config.env)
+
+
+def build_llm(config: EngineConfig) -> Any:
+    """Construct ``vllm.LLM`` with platform defaults filled in."""
+    from vllm import LLM
+    from vllm.platforms import current_platform
+
+    kwargs: dict[str, Any] = {
+        "model": config.model,
+        "tokenizer": config.tokenizer or config.model,
+        "dtype": config.dtype,
+        "max_model_len": config.max_model_len,
+        "seed": config.seed,
+        "load_format": config.load_format,
+        "disable_log_stats": False,  # the spec-decode counters live in the stat loggers
+    }
+    is_cpu = current_platform.is_cpu()
+    enforce_eager = config.enforce_eager if config.enforce_eager is not None else is_cpu
+    kwargs["enforce_eager"] = enforce_eager
+    if config.kv_cache_memory_bytes is not None:
+        kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes
+    elif is_cpu:
+        kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+    if config.gpu_memory_utilization is not None:
+        kwargs["gpu_memory_utilization"] = config.gpu_memory_utilization
+    if config.max_num_seqs is not None:
+        kwargs["max_num_seqs"] = config.max_num_seqs
+    if config.speculative is not None:
+        kwargs["speculative_config"] = config.speculative.to_vllm()
+    kwargs.update(config.extra)
+    return LLM(**kwargs)
+
+
+def read_counters(llm: Any) -> SpecCounters:
+    """vLLM's spec-decode counters, summed over label sets (engines)."""
+    totals = {NUM_DRAFTS: 0, NUM_DRAFT_TOKENS: 0, NUM_ACCEPTED: 0}
+    per_pos: list[int] = []
+    for metric in llm.get_metrics():
+        if metric.name in totals:
+            totals[metric.name] += int(metric.value)
+        elif metric.name == ACCEPTED_PER_POS:
+            values = [int(v) for v in metric.values]
+            per_pos += [0] * (len(values) - len(per_pos))
+            for i, v in enumerate(values):
+                per_pos[i] += v
+    return SpecCounters(
+        num_drafts=totals[NUM_DRAFTS],
+        num_draft_tokens=totals[NUM_DRAFT_TOKENS],
+        num_accepted_tokens=totals[NUM_ACCEPTED],
+        accepted_per_position=tuple(per_pos),
+    )
+
+
+def _render(llm: Any, job: PromptJob, template_kwargs: dict[str, Any]) -> dict[str, Any]:
+    tokenizer = llm.get_tokenizer()
+    if job.messages is not None:
+        text = tokenizer.apply_chat_template(
+            job.messages, tokenize=False, add_generation_prompt=True, **template_kwargs
+        )
+    else:
+        text = job.text or ""
+    return {"prompt_token_ids": tokenizer.encode(text, add_special_tokens=False)}
+
+
+def _logprobs(seq: Any) -> tuple[TokenLogprobs, ...] | None:
+    if seq.logprobs is None:
+        return None
+    out = []
+    for token_id, entry in zip(seq.token_ids, seq.logprobs, strict=True):
+        own = entry[token_id]
+        ranked = sorted(entry.items(), key=lambda kv: kv[1].rank)
+        top = [(tid, lp.logprob) for tid, lp in ranked if tid != token_id or lp.rank is not None]
+        out.append(
+            TokenLogprobs(
+                logprob=float(own.logprob),
+                rank=int(own.rank),
+                top_ids=tuple(int(t) for t, _ in top),
+                top_logprobs=tuple(float(v) for _, v in top),
+            )
+        )
+    return tuple(out)
+
+
+def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
+    stats = getattr(output, "metrics", None)
+    latency = getattr(stats, "first_token_latency", None) if stats is not None else None
+    return [
+        GeneratedRequest(
+            prompt_id=job.prompt_id if len(output.outputs) == 1 else f"{job.prompt_id}#{seq.index}",
+            vllm_request_id=str(output.request_id),
+            prompt_token_count=len(output.prompt_token_ids or ()),
+            output_token_ids=tuple(int(t) for t in seq.token_ids),
+            output_text=seq.text,
+            finish_reason=seq.finish_reason,
+            logprobs=_logprobs(seq),
+            first_token_latency=float(latency) if latency else None,
+        )
+        for seq in output.outputs
+    ]
+
+
+def generate(
+    llm: Any,
+    config: EngineConfig,
+    jobs: list[PromptJob],
+    sampling: SamplingConfig,
+    concurrency: int,
+    conn: Connection | None = None,
+) -> GenerationResult:
+    """Run ``jobs`` ``concurrency`` at a time; time the generate calls only."""
+    import vllm
+    from vllm import SamplingParams
+
+    before = read_counters(llm)
+    prompts = [_render(llm, job, config.chat_template_kwargs) for job in jobs]
+    params = [SamplingParams(**sampling.to_vllm(job.max_tokens)) for job in jobs]
+    requests: list[GeneratedRequest] = []
+    wall = 0.0
+    step = max(1, concurrency)
+    for start in range(0, len(jobs), step):
+        chunk = slice(start, start + step)
+        t0 = time.perf_counter()
+        outputs = llm.generate(prompts[chunk], params[chunk], use_tqdm=False)
+        wall += time.perf_counter() - t0
+        for job, output in zip(jobs[chunk], outputs, strict=True):
+            requests.extend(_convert(job, output))
+        if conn is not None:
+            conn.send(("progress", len(outputs)))
+    return GenerationResult(
+        requests=tuple(requests),
+        wall_seconds=wall,
+        counters=read_counters(llm) - before,
+        vllm_version=vllm.__version__,
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:500]
+
+
+def serve(conn: Connection) -> None:
+    """Handle messages until ``close`` or the parent goes away."""
+    kind, config = conn.recv()
+    assert kind == "start"
+    _apply_env(config)
+    try:
+        llm = build_llm(config)
+        import vllm
+
+        conn.send(("ready", {"vllm_version": vllm.__version__}))
+    except BaseException as exc:  # report any start failure as one line, then exit
+        conn.send(("error", _one_line(exc), traceback.format_exc()))
+        return
+    try:
+        _loop(conn, llm, config)
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+
+
+def _loop(conn: Connection, llm: Any, config: EngineConfig) -> None:
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        try:
+            if message[0] == "generate":
+                _, jobs, sampling, concurrency = message
+                conn.send(("result", generate(llm, config, jobs, sampling, concurrency, conn)))
+            elif message[0] == "counters":
+                conn.send(("result", read_counters(llm)))
+            elif message[0] == "close":
+                conn.send(("result", None))
+                return
+            else:
+                conn.send(("error", f"unknown message {message[0]!r}", ""))
+        except Exception as exc:
+            conn.send(("error", _one_line(exc), traceback.format_exc()))
+
+
+def main() -> None:
+    address = sys.argv[1]
+    authkey = bytes.fromhex(sys.stdin.readline().strip())
+    conn = Client(address, authkey=authkey)
+    try:
+        serve(conn)
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    main()

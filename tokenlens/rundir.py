@@ -1,0 +1,207 @@
+"""Run directories: the one file format between capture and analysis.
+
+A run directory holds ``manifest.json`` (signature and provenance), ``requests.parquet``
+(one row per request), ``metrics.json`` (vLLM's own counters) and, with capture,
+``events.parquet`` (one row per draft token per verification step). See
+docs/formats.md. Writers create the manifest first with status ``partial`` and flip it
+to ``complete`` last, so an interrupted run is recognisable as such.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenlens.engine.results import GeneratedRequest, SpecCounters
+from tokenlens.errors import TokenlensError
+
+MANIFEST = "manifest.json"
+REQUESTS = "requests.parquet"
+METRICS = "metrics.json"
+EVENTS = "events.parquet"
+STATUSES = ("complete", "partial")
+
+MANIFEST_KEYS = (
+    "signature",
+    "status",
+    "tokenlens_version",
+    "vllm_version",
+    "model",
+    "tokenizer",
+    "speculative",
+    "sampling",
+    "created_at",
+    "argv",
+)
+
+REQUESTS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("prompt_id", pa.string()),
+        ("lang", pa.string()),
+        ("pair", pa.string()),
+        ("output_text", pa.string()),
+        ("output_token_ids", pa.list_(pa.int64())),
+        ("finish_reason", pa.string()),
+        ("prompt_token_count", pa.int64()),
+        ("vllm_request_id", pa.string()),
+        ("first_token_latency", pa.float64()),
+        # The target's confidence per emitted token (null lists without --logprobs).
+        ("token_logprob", pa.list_(pa.float64())),
+        ("token_rank", pa.list_(pa.int64())),
+        ("top_ids", pa.list_(pa.list_(pa.int64()))),
+        ("top_logprobs", pa.list_(pa.list_(pa.float64()))),
+    ]
+)
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("step", pa.int64()),
+        ("position", pa.int64()),
+        ("draft_token_id", pa.int64()),
+        ("accepted", pa.bool_()),
+        ("emitted_token_id", pa.int64()),
+        ("output_index", pa.int64()),
+    ]
+)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file and rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def requests_table(
+    requests: list[GeneratedRequest], langs: dict[str, str], pairs: dict[str, str | None]
+) -> pa.Table:
+    """``requests.parquet`` rows; ``request_id`` is the prompt id (plus ``#i`` for n > 1)."""
+    rows: dict[str, list[Any]] = {name: [] for name in REQUESTS_SCHEMA.names}
+    for req in requests:
+        base = req.prompt_id.split("#", 1)[0]
+        lp = req.logprobs
+        rows["request_id"].append(req.prompt_id)
+        rows["prompt_id"].append(base)
+        rows["lang"].append(langs.get(base))
+        rows["pair"].append(pairs.get(base))
+        rows["output_text"].append(req.output_text)
+        rows["output_token_ids"].append(list(req.output_token_ids))
+        rows["finish_reason"].append(req.finish_reason)
+        rows["prompt_token_count"].append(req.prompt_token_count)
+        rows["vllm_request_id"].append(req.vllm_request_id)
+        rows["first_token_latency"].append(req.first_token_latency)
+        rows["token_logprob"].append([t.logprob for t in lp] if lp else None)
+        rows["token_rank"].append([t.rank for t in lp] if lp else None)
+        rows["top_ids"].append([list(t.top_ids) for t in lp] if lp else None)
+        rows["top_logprobs"].append([list(t.top_logprobs) for t in lp] if lp else None)
+    return pa.table(rows, schema=REQUESTS_SCHEMA)
+
+
+class RunWriter:
+    """Creates a run directory: manifest (partial) first, data, then manifest complete."""
+
+    def __init__(self, path: str | Path, manifest: dict[str, Any], overwrite: bool = False):
+        self.path = Path(path)
+        if (self.path / MANIFEST).exists() and not overwrite:
+            raise TokenlensError(f"{self.path} already holds a run (use --overwrite to replace it)")
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name in (REQUESTS, METRICS, EVENTS):
+            (self.path / name).unlink(missing_ok=True)
+        missing = [k for k in MANIFEST_KEYS if k not in manifest and k != "status"]
+        if missing:
+            raise ValueError(f"manifest lacks {missing}")
+        self.manifest = {**manifest, "status": "partial"}
+        write_json_atomic(self.path / MANIFEST, self.manifest)
+
+    def write_requests(self, table: pa.Table) -> None:
+        pq.write_table(table, self.path / REQUESTS)
+
+    def write_metrics(self, counters: SpecCounters) -> None:
+        write_json_atomic(self.path / METRICS, counters.to_json())
+
+    def update(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+        write_json_atomic(self.path / MANIFEST, self.manifest)
+
+    def complete(self, **fields: Any) -> None:
+        self.update(**fields, status="complete", finished_at=now_iso())
+
+
+@dataclass(frozen=True)
+class Run:
+    """A validated run directory."""
+
+    path: Path
+    manifest: dict[str, Any]
+    requests: pa.Table
+    metrics: SpecCounters
+    events: pa.Table | None
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest["status"] == "complete")
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise TokenlensError(f"{path.parent}: not a run directory ({path.name} is missing)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise TokenlensError(f"{path}: malformed JSON ({exc})") from None
+
+
+def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TokenlensError(f"{path}: unreadable parquet ({' '.join(str(exc).split())})") from None
+    for field in schema:
+        if field.name not in table.schema.names:
+            raise TokenlensError(f"{path}: missing column '{field.name}'")
+        actual = table.schema.field(field.name).type
+        if actual != field.type and not (pa.types.is_null(actual) and field.nullable):
+            raise TokenlensError(
+                f"{path}: column '{field.name}' has type {actual}, expected {field.type}"
+            )
+    return table
+
+
+def read_run(path: str | Path) -> Run:
+    """Read and validate a run directory; one-line errors name the bad part."""
+    root = Path(path)
+    if not root.is_dir():
+        raise TokenlensError(f"run directory not found: {root}")
+    manifest = _read_json(root / MANIFEST)
+    if not isinstance(manifest, dict):
+        raise TokenlensError(f"{root / MANIFEST}: expected a JSON object")
+    for key in MANIFEST_KEYS:
+        if key not in manifest:
+            raise TokenlensError(f"{root / MANIFEST}: missing key '{key}'")
+    if manifest["status"] not in STATUSES:
+        raise TokenlensError(f"{root / MANIFEST}: status must be one of {STATUSES}")
+    if not (root / REQUESTS).is_file():
+        raise TokenlensError(f"{root}: not a complete run ({REQUESTS} is missing)")
+    requests = _read_table(root / REQUESTS, REQUESTS_SCHEMA)
+    metrics_raw = _read_json(root / METRICS)
+    try:
+        metrics = SpecCounters.from_json(metrics_raw)
+    except (KeyError, TypeError, ValueError):
+        raise TokenlensError(
+            f"{root / METRICS}: needs num_drafts, num_draft_tokens, num_accepted_tokens, "
+            "accepted_per_position"
+        ) from None
+    events = _read_table(root / EVENTS, EVENTS_SCHEMA) if (root / EVENTS).is_file() else None
+    return Run(path=root, manifest=manifest, requests=requests, metrics=metrics, events=events)

