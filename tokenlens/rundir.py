@@ -26,6 +26,7 @@ MANIFEST = "manifest.json"
 REQUESTS = "requests.parquet"
 METRICS = "metrics.json"
 EVENTS = "events.parquet"
+CAPTURE = "capture"  # the plugin's step files (kept: they are the raw record)
 STATUSES = ("complete", "partial")
 
 MANIFEST_KEYS = (
@@ -107,6 +108,55 @@ def requests_table(
         rows["top_ids"].append([list(t.top_ids) for t in lp] if lp else None)
         rows["top_logprobs"].append([list(t.top_logprobs) for t in lp] if lp else None)
     return pa.table(rows, schema=REQUESTS_SCHEMA)
+
+
+def write_events(run: Path, events: pa.Table) -> None:
+    pq.write_table(events, run / EVENTS)
+
+
+def salvage_partial(
+    run: Path, tokenizer: str, langs: dict[str, str], pairs: dict[str, str | None]
+) -> None:
+    """Turn what the plugin flushed before a crash into an analysable ``partial`` run.
+
+    Outputs are rebuilt from the recorded steps (every appended token is in them) and
+    decoded with the run's tokenizer; ``metrics.json`` then holds counts derived from
+    the events, marked as such, because vLLM's own counters died with the engine.
+    """
+    from tokenlens.capture.events import build_capture
+    from tokenlens.capture.reconcile import counters_from_events
+    from tokenlens.text import load_tokenizer
+
+    capture = build_capture(run / CAPTURE)
+    events = capture.table()
+    write_events(run, events)
+    try:
+        vocab = load_tokenizer(tokenizer)
+
+        def decode(ids: list[int]) -> str:
+            return b"".join(vocab.pieces([i for i in ids if i >= 0])).decode("utf-8", "replace")
+    except TokenlensError:
+
+        def decode(ids: list[int]) -> str:
+            return ""
+
+    reqs = [
+        GeneratedRequest(
+            prompt_id=rid,
+            vllm_request_id="",
+            prompt_token_count=0,
+            output_token_ids=tuple(ids),
+            output_text=decode(ids),
+            finish_reason=None,
+        )
+        for rid, ids in sorted(capture.outputs.items())
+    ]
+    pq.write_table(requests_table(reqs, langs, pairs), run / REQUESTS)
+    metrics = {**counters_from_events(events).to_json(), "source": "events (engine died)"}
+    write_json_atomic(run / METRICS, metrics)
+    manifest = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
+    manifest.update(status="partial", salvaged_at=now_iso(), capture_gaps=capture.gaps)
+    write_json_atomic(run / MANIFEST, manifest)
 
 
 class RunWriter:

@@ -6,12 +6,15 @@ generates every prompt, and writes manifest, requests and vLLM's counters.
 
 from __future__ import annotations
 
+import shutil
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tokenlens import __version__
+from tokenlens.capture.events import build_capture
+from tokenlens.capture.reconcile import reconcile
 from tokenlens.engine.config import (
     METHODS_WITH_DRAFT_MODEL,
     EngineConfig,
@@ -23,7 +26,14 @@ from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup, resolve_model
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, read_prompts
-from tokenlens.rundir import RunWriter, now_iso, requests_table
+from tokenlens.rundir import (
+    CAPTURE,
+    RunWriter,
+    now_iso,
+    requests_table,
+    salvage_partial,
+    write_events,
+)
 from tokenlens.signature import make_signature, sampling_label
 
 BASELINE = "none"
@@ -159,27 +169,47 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
 
 
 def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
-    """Generate every selected prompt and write the run directory ``config.out``."""
+    """Generate every selected prompt and write the run directory ``config.out``.
+
+    The plugin records into ``out/capture/``; afterwards the steps become
+    ``events.parquet`` and are reconciled with vLLM's counters. If the engine dies,
+    whatever was recorded is still written, and the run is marked ``partial``.
+    """
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
-    engine_config = build_engine_config(config, progress)
+    capture_dir = config.out / CAPTURE
+    engine_config = replace(build_engine_config(config, progress), trace_dir=str(capture_dir))
     import importlib.metadata as md
 
     vllm_version = _installed_vllm(md)
     writer = RunWriter(config.out, manifest_for(config, prompts, vllm_version), config.overwrite)
-    with Engine(engine_config, log_path=config.out / "engine.log", progress=progress) as engine:
-        progress.stage("generate", total=len(prompts), unit="prompt")
-        result = engine.generate(
-            jobs_from_prompts(prompts, chat=config.chat), config.sampling, config.concurrency
-        )
+    shutil.rmtree(capture_dir, ignore_errors=True)
     langs = {p.id: p.lang for p in prompts}
     pairs = {p.id: p.pair for p in prompts}
+    engine = Engine(engine_config, log_path=config.out / "engine.log", progress=progress)
+    try:
+        with engine:
+            progress.stage("generate", total=len(prompts), unit="prompt")
+            result = engine.generate(
+                jobs_from_prompts(prompts, chat=config.chat), config.sampling, config.concurrency
+            )
+    except TokenlensError as exc:
+        salvage_partial(config.out, writer.manifest["tokenizer"], langs, pairs)
+        raise TokenlensError(f"{exc} — partial run written to {config.out}") from None
     writer.write_requests(requests_table(list(result.requests), langs, pairs))
     writer.write_metrics(result.counters)
+    capture = build_capture(capture_dir)
+    write_events(config.out, capture.table())
+    problems = reconcile(capture.table(), result.counters)
     out_tokens = sum(len(r.output_token_ids) for r in result.requests)
     writer.complete(
         vllm_version=result.vllm_version,
         timing={"wall_seconds": result.wall_seconds, "output_tokens": out_tokens},
+        reconciliation={"exact": not problems, "differences": problems},
     )
+    if problems:
+        raise TokenlensError(
+            f"events do not match vLLM's counters ({'; '.join(problems)}); run kept at {config.out}"
+        )
     return config.out
 
 

@@ -86,6 +86,8 @@ class EngineConfig:
     max_num_seqs: int | None = None
     load_format: str = "auto"
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Where the tokenlens plugin records steps (None: the plugin stays inert).
+    trace_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
 

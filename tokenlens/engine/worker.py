@@ -14,6 +14,7 @@ All vLLM contact of the in-process path is in this module.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
+from tokenlens.capture import TRACE_DIR_ENV
 from tokenlens.engine.config import EngineConfig, SamplingConfig
 from tokenlens.engine.results import (
     ACCEPTED_PER_POS,
@@ -40,12 +42,21 @@ CPU_KV_CACHE_BYTES = 2 * GiB
 
 @dataclass(frozen=True)
 class PromptJob:
-    """One prompt to generate: chat messages (rendered by the model's template) or raw text."""
+    """One prompt to generate: chat messages (rendered by the model's template) or raw text.
+
+    ``request_id`` (default: the prompt id) is the id vLLM sees; it must be unique
+    among the requests of one ``generate`` call.
+    """
 
     prompt_id: str
     messages: list[dict[str, str]] | None
     text: str | None
     max_tokens: int | None
+    request_id: str | None = None
+
+    @property
+    def rid(self) -> str:
+        return self.request_id or self.prompt_id
 
 
 def cpu_thread_env(cores: int | None = None) -> dict[str, str]:
@@ -62,6 +73,8 @@ def _apply_env(config: EngineConfig) -> None:
     for key, value in cpu_thread_env().items():
         os.environ.setdefault(key, value)
     os.environ.update(config.env)
+    if config.trace_dir is not None:
+        os.environ[TRACE_DIR_ENV] = config.trace_dir
 
 
 def build_llm(config: EngineConfig) -> Any:
@@ -150,7 +163,7 @@ def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
     latency = getattr(stats, "first_token_latency", None) if stats is not None else None
     return [
         GeneratedRequest(
-            prompt_id=job.prompt_id if len(output.outputs) == 1 else f"{job.prompt_id}#{seq.index}",
+            prompt_id=job.rid if len(output.outputs) == 1 else f"{job.rid}#{seq.index}",
             vllm_request_id=str(output.request_id),
             prompt_token_count=len(output.prompt_token_ids or ()),
             output_token_ids=tuple(int(t) for t in seq.token_ids),
@@ -161,6 +174,56 @@ def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
         )
         for seq in output.outputs
     ]
+
+
+class _Submissions:
+    """Engine request id -> run request id, appended as requests are submitted.
+
+    Lives next to the plugin's step files so that a run killed mid-way can still map
+    every recorded step to its prompt.
+    """
+
+    def __init__(self, trace_dir: str | None) -> None:
+        self.path = (
+            None if trace_dir is None else os.path.join(trace_dir, f"submitted-{os.getpid()}.jsonl")
+        )
+
+    def add(self, internal: str, job: PromptJob) -> None:
+        if self.path is None:
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        line = {"internal": internal, "request_id": job.rid, "prompt_id": job.prompt_id}
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def _run(
+    llm: Any,
+    jobs: list[PromptJob],
+    prompts: list[Any],
+    params: list[Any],
+    concurrency: int,
+    log: _Submissions,
+    conn: Connection | None,
+) -> list[Any]:
+    """Keep ``concurrency`` requests in flight (our ids), stepping until all finish."""
+    engine = llm.llm_engine
+    pending = list(zip(jobs, prompts, params, strict=True))
+    pending.reverse()
+    in_flight = 0
+    finished: dict[str, Any] = {}
+    while pending or engine.has_unfinished_requests():
+        while pending and in_flight < concurrency:
+            job, prompt, param = pending.pop()
+            log.add(engine.add_request(job.rid, prompt, param), job)
+            in_flight += 1
+        for output in engine.step():
+            if output.finished:
+                finished[output.request_id] = output
+                in_flight -= 1
+                if conn is not None:
+                    conn.send(("progress", 1))
+    return [finished[job.rid] for job in jobs]
 
 
 def generate(
@@ -175,21 +238,16 @@ def generate(
     import vllm
     from vllm import SamplingParams
 
+    if len({job.rid for job in jobs}) != len(jobs):
+        raise ValueError("request ids must be unique within one generate call")
     before = read_counters(llm)
     prompts = [_render(llm, job, config.chat_template_kwargs) for job in jobs]
     params = [SamplingParams(**sampling.to_vllm(job.max_tokens)) for job in jobs]
-    requests: list[GeneratedRequest] = []
-    wall = 0.0
-    step = max(1, concurrency)
-    for start in range(0, len(jobs), step):
-        chunk = slice(start, start + step)
-        t0 = time.perf_counter()
-        outputs = llm.generate(prompts[chunk], params[chunk], use_tqdm=False)
-        wall += time.perf_counter() - t0
-        for job, output in zip(jobs[chunk], outputs, strict=True):
-            requests.extend(_convert(job, output))
-        if conn is not None:
-            conn.send(("progress", len(outputs)))
+    log = _Submissions(config.trace_dir)
+    t0 = time.perf_counter()
+    outputs = _run(llm, jobs, prompts, params, max(1, concurrency), log, conn)
+    wall = time.perf_counter() - t0
+    requests = [req for job, out in zip(jobs, outputs, strict=True) for req in _convert(job, out)]
     return GenerationResult(
         requests=tuple(requests),
         wall_seconds=wall,

@@ -1,0 +1,106 @@
+"""Step files -> events: hand-built records with hand-computed expectations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenlens.capture.events import build_capture, run_request_id
+from tokenlens.capture.reconcile import counters_from_events, reconcile
+from tokenlens.capture.recorder import StepRecorder
+from tokenlens.engine.results import SpecCounters
+
+
+def write_steps(directory: Path, steps: list[list[dict[str, object]]]) -> StepRecorder:
+    rec = StepRecorder(directory)
+    for records in steps:
+        rec.write_step(records)
+    rec.close()
+    return rec
+
+
+def submitted(directory: Path, pairs: dict[str, str]) -> None:
+    with (directory / "submitted-1.jsonl").open("w") as fh:
+        for internal, rid in pairs.items():
+            fh.write(json.dumps({"internal": internal, "request_id": rid, "prompt_id": rid}) + "\n")
+
+
+def test_events_follow_the_contract(tmp_path: Path) -> None:
+    submitted(tmp_path, {"ja-1-0123abcd": "ja-1"})
+    write_steps(
+        tmp_path,
+        [
+            # prefill: one sampled token, no drafts
+            [{"r": "ja-1-0123abcd", "b": 0, "g": [10], "n": 1}],
+            # drafts 11,12,13: two accepted, target said 99 at position 2
+            [{"r": "ja-1-0123abcd", "b": 1, "g": [11, 12, 99], "n": 3, "d": [11, 12, 13], "a": 2, "i": 0}],
+            # all three accepted + bonus 40
+            [{"r": "ja-1-0123abcd", "b": 4, "g": [20, 21, 22, 40], "n": 4, "d": [20, 21, 22], "a": 3, "i": 0}],
+            # first draft rejected; stop hit after the correction token (n=1)
+            [{"r": "ja-1-0123abcd", "b": 8, "g": [7], "n": 1, "d": [5, 6, 8], "a": 0, "i": 0}],
+        ],
+    )
+    capture = build_capture(tmp_path)
+    rows = capture.table().to_pylist()
+    assert capture.outputs == {"ja-1": [10, 11, 12, 99, 20, 21, 22, 40, 7]}
+    assert capture.gaps == []
+    got = [(r["step"], r["position"], r["draft_token_id"], r["accepted"], r["emitted_token_id"], r["output_index"]) for r in rows]
+    assert got == [
+        (0, 0, 11, True, 11, 1),
+        (0, 1, 12, True, 12, 2),
+        (0, 2, 13, False, 99, 3),
+        (1, 0, 20, True, 20, 4),
+        (1, 1, 21, True, 21, 5),
+        (1, 2, 22, True, 22, 6),
+        (2, 0, 5, False, 7, 8),
+        (2, 1, 6, False, None, None),
+        (2, 2, 8, False, None, None),
+    ]
+    assert {r["request_id"] for r in rows} == {"ja-1"}
+    assert counters_from_events(capture.table()) == SpecCounters(3, 9, 5, (2, 2, 1))
+
+
+def test_stop_inside_accepted_drafts_and_invalid_drafts(tmp_path: Path) -> None:
+    write_steps(
+        tmp_path,
+        [
+            [{"r": "x-deadbeef", "b": 0, "g": [1], "n": 1}],
+            # four drafts, the last invalidated by a grammar: vLLM counts three
+            [{"r": "x-deadbeef", "b": 1, "g": [2, 3, 4], "n": 3, "d": [2, 3, 9, 9], "a": 2, "i": 1}],
+            # all accepted but EOS at the first token: only one token kept (n=1)
+            [{"r": "x-deadbeef", "b": 4, "g": [5, 6, 7], "n": 1, "d": [5, 6], "a": 2, "i": 0}],
+        ],
+    )
+    capture = build_capture(tmp_path)
+    rows = capture.table().to_pylist()
+    assert len(rows) == 3 + 2
+    assert [r["output_index"] for r in rows] == [1, 2, 3, 4, None]
+    assert [r["emitted_token_id"] for r in rows] == [2, 3, 4, 5, 6]
+    assert capture.outputs == {"x": [1, 2, 3, 4, 5]}
+
+
+def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    rec = write_steps(tmp_path, [[{"r": "a-00000000", "b": 0, "g": [1], "n": 1, "d": [1], "a": 1, "i": 0}]])
+    with rec.path.open("a") as fh:
+        fh.write('{"seq": 1, "reqs": [{"r": "a-0000')  # killed mid-write
+    assert build_capture(tmp_path).table().num_rows == 1
+
+
+def test_request_id_mapping() -> None:
+    ids = {"p-1a2b3c4d": "p"}
+    assert run_request_id("p-1a2b3c4d", ids) == "p"
+    assert run_request_id("2_p-1a2b3c4d", ids) == "p#2"  # parallel sampling child
+    assert run_request_id("q-0badf00d", ids) == "q"  # unknown: strip vLLM's suffix
+    assert run_request_id("plain", ids) == "plain"
+
+
+def test_reconcile_reports_each_difference(tmp_path: Path) -> None:
+    write_steps(tmp_path, [[{"r": "a-00000000", "b": 0, "g": [1, 2], "n": 2, "d": [1, 3], "a": 1, "i": 0}]])
+    events = build_capture(tmp_path).table()
+    assert reconcile(events, SpecCounters(1, 2, 1, (1, 0))) == []
+    problems = reconcile(events, SpecCounters(2, 2, 2, (1, 1)))
+    assert problems == [
+        "num_drafts: events 1 != vLLM 2",
+        "num_accepted_tokens: events 1 != vLLM 2",
+        "accepted_per_position: events [1, 0] != vLLM [1, 1]",
+    ]

@@ -1,0 +1,180 @@
+"""Acceptance per language by token class, draft position and bucket, with intervals.
+
+Two denominators (docs/analysis.md):
+
+- *all rows*: accepted drafts / all drafts, vLLM's acceptance rate. Used for the
+  per-language rate and the unconditional per-position rate (position p accepted,
+  which implies 0..p-1 accepted: vLLM's per-position counter / drafts).
+- *judged rows*: accepted / (accepted + first rejected), each row classified by the
+  token that came out at its position. Used for every class breakdown and for the
+  conditional per-position rate (a_p / a_(p-1)). Rows after a step's first rejection
+  were never compared with the target and have no class.
+
+Groups with fewer than ``min_count`` rows are kept (with their interval) but flagged
+``sparse``: tables mark them, decompositions and verdicts leave them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tokenlens.analysis.bootstrap import Resampler, as_float, ratio
+
+Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One table: a frame column, and which rows (``all`` or ``judged``) it counts."""
+
+    name: str
+    column: str | None
+    rows: str
+
+
+BREAKDOWNS = (
+    Breakdown("by_script", "script", "judged"),
+    Breakdown("by_pos", "pos", "judged"),
+    Breakdown("by_particle", "particle_type", "judged"),
+    Breakdown("by_boundary", "boundary", "judged"),
+    Breakdown("by_transition", "transition", "judged"),
+    Breakdown("by_word_initial", "morph_initial", "judged"),
+    Breakdown("by_position", "position", "all"),
+    Breakdown("by_position_conditional", "position", "judged"),
+    Breakdown("by_output_position", "output_bucket", "judged"),
+    Breakdown("by_bpe_rank", "rank_bucket", "judged"),
+    Breakdown("by_confidence", "conf_bucket", "judged"),
+    Breakdown("by_draft_rank", "draft_target_rank", "judged"),
+)
+
+
+def row_mask(frame: pd.DataFrame, rows: str) -> Mask:
+    """``all`` event rows, or ``judged`` rows whose emitted token has classes."""
+    if rows == "all":
+        return np.ones(len(frame), dtype=bool)
+    judged: Mask = frame["judged"].to_numpy(dtype=bool)
+    if "script" in frame:
+        judged = judged & frame["script"].notna().to_numpy()
+    return judged
+
+
+def group_codes(frame: pd.DataFrame, column: str | None) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Codes (-1 = missing) and labels of a column; buckets keep their natural order."""
+    if column is None:
+        return np.zeros(len(frame), dtype=np.int64), ["all"]
+    series = frame[column]
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes = series.cat.codes.to_numpy().astype(np.int64)
+        return codes, [str(c) for c in series.cat.categories]
+    values = series.astype("string")
+    codes_raw, uniques = pd.factorize(values, sort=True)
+    labels = [str(u) for u in uniques]
+    if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+        order = np.argsort([_numeric_key(x) for x in labels], kind="stable")
+        remap = np.empty(len(order), dtype=np.int64)
+        remap[order] = np.arange(len(order))
+        codes_raw = np.where(codes_raw >= 0, remap[np.maximum(codes_raw, 0)], -1)
+        labels = [labels[i] for i in order]
+    return np.asarray(codes_raw, dtype=np.int64), labels
+
+
+def _numeric_key(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float(text == "True")
+
+
+def lang_codes(frame: pd.DataFrame) -> tuple[npt.NDArray[np.int64], list[str]]:
+    return group_codes(frame, "lang")
+
+
+def rates(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    column: str | None,
+    rows: Mask,
+    min_count: int,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{lang: {group: {rate, ci_low, ci_high, n, accepted, requests, sparse}}}``."""
+    lcode, langs = lang_codes(frame)
+    gcode, groups = group_codes(frame, column)
+    n_g = len(groups)
+    combo = np.where((lcode >= 0) & (gcode >= 0), lcode * n_g + gcode, -1)
+    size = len(langs) * n_g
+    accepted = frame["accepted"].to_numpy(dtype=np.float64)
+    num = rs.totals(accepted, combo, size, rows)
+    den = rs.totals(np.ones(len(frame)), combo, size, rows)
+    point, lo, hi = ratio(num, den)
+    requests = rs.clusters_with(combo, size, rows)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for li, lang in enumerate(langs):
+        block: dict[str, dict[str, Any]] = {}
+        for gi, name in enumerate(groups):
+            j = li * n_g + gi
+            n = int(den.point[j])
+            if n == 0:
+                continue
+            block[name] = {
+                "rate": as_float(point[j]),
+                "ci_low": as_float(lo[j]),
+                "ci_high": as_float(hi[j]),
+                "n": n,
+                "accepted": int(num.point[j]),
+                "requests": int(requests[j]),
+                "sparse": n < min_count,
+            }
+        out[lang] = block
+    return out
+
+
+def per_lang(
+    frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
+) -> dict[str, dict[str, Any]]:
+    """``{lang: {rate, ci_low, ci_high, n, accepted, requests, sparse}}`` over ``rows``."""
+    return {lang: block["all"] for lang, block in rates(frame, rs, None, rows, min_count).items()}
+
+
+def text_per_step(frame: pd.DataFrame, rs: Resampler) -> dict[str, dict[str, dict[str, Any]]]:
+    """Accepted tokens, characters and UTF-8 bytes per verification step, per language.
+
+    A step is one (request, step) pair; every step has a position-0 row. Japanese
+    carries ~1.5 characters per Qwen token and English ~4, so the same token
+    acceptance means very different text speed: this is the figure to compare.
+    """
+    lcode, langs = lang_codes(frame)
+    accepted = frame["accepted"].to_numpy(dtype=bool)
+    steps = rs.totals(
+        (frame["position"].to_numpy() == 0).astype(np.float64),
+        lcode,
+        len(langs),
+        np.ones(len(frame), bool),
+    )
+    all_rows = np.ones(len(frame), dtype=bool)
+    out: dict[str, dict[str, dict[str, Any]]] = {lang: {} for lang in langs}
+    for name, values in (
+        ("accepted_tokens", accepted.astype(np.float64)),
+        ("accepted_chars", _filled(frame, "n_chars") * accepted),
+        ("accepted_bytes", _filled(frame, "n_bytes") * accepted),
+    ):
+        num = rs.totals(values, lcode, len(langs), all_rows)
+        point, lo, hi = ratio(num, steps)
+        for li, lang in enumerate(langs):
+            out[lang][name] = {
+                "value": as_float(point[li]),
+                "ci_low": as_float(lo[li]),
+                "ci_high": as_float(hi[li]),
+                "n": int(steps.point[li]),
+            }
+    return out
+
+
+def _filled(frame: pd.DataFrame, column: str) -> npt.NDArray[np.float64]:
+    if column not in frame:
+        return np.zeros(len(frame))
+    return np.asarray(frame[column].astype("float64").fillna(0.0).to_numpy(), dtype=np.float64)

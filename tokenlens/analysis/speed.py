@@ -1,0 +1,163 @@
+"""Speed model: tokens per verification step and speedup per k, from measured acceptance.
+
+The i.i.d. formula (Leviathan et al. 2023) assumes every draft position is accepted
+with the same probability a: tokens/step = (1 - a^(k+1)) / (1 - a). Real drafters
+decay along the draft, so we predict from the *measured* unconditional per-position
+acceptance a_j (position j accepted, hence 0..j-1 too):
+
+    tokens/step(k) = 1 + sum_{j<k} a_j
+
+which is exact for k up to the traced k when the drafter's first k proposals do not
+depend on k (n-gram, greedy draft models). Beyond the traced k we extrapolate with the
+last measured conditional rate rho = a_(K-1) / a_(K-2): a_j = a_(K-1) rho^(j-K+1)
+(flagged ``extrapolated``). Wall time per step is (1 + k c) target forward passes,
+with c = draft cost / target cost, so speedup(k) = tokens/step(k) / (1 + k c) and
+tok/s = baseline tok/s * speedup. c comes from ``--draft-cost``, a fit to bench
+measurements (:func:`fit_draft_cost`), or a per-method default (recorded as such).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenlens.analysis.join import TRAINING_FREE
+from tokenlens.errors import TokenlensError
+
+DEFAULT_COST_TRAINING_FREE = 0.0
+DEFAULT_COST_TRAINED = 0.1
+MAX_K = 16
+
+
+@dataclass(frozen=True)
+class BenchPoint:
+    """One measured case: k, tokens per step (mean acceptance length), tok/s, baseline tok/s."""
+
+    k: int
+    tokens_per_step: float
+    tok_per_s: float
+    baseline_tok_per_s: float
+
+
+def fit_draft_cost(points: Sequence[BenchPoint]) -> float:
+    """Least-squares c in  step_time / baseline_step_time = 1 + c k  (through the origin).
+
+    step_time = tokens_per_step / tok_per_s; a baseline step emits one token, so its
+    time is 1 / baseline_tok_per_s.
+    """
+    xs, ys = [], []
+    for p in points:
+        if p.k < 1 or p.tok_per_s <= 0 or p.baseline_tok_per_s <= 0:
+            continue
+        xs.append(float(p.k))
+        ys.append(p.tokens_per_step / p.tok_per_s * p.baseline_tok_per_s - 1.0)
+    if not xs:
+        raise TokenlensError("no bench case with k >= 1 and positive tok/s to fit the draft cost")
+    return max(0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs))
+
+
+_ALIASES = {
+    "k": ("k", "num_spec", "num_speculative_tokens"),
+    "tokens_per_step": ("tokens_per_step", "mean_acceptance_length", "acceptance_length"),
+    "tok_per_s": ("tok_per_s", "tok_s", "output_tok_per_s", "tokens_per_s"),
+    "baseline_tok_per_s": ("baseline_tok_per_s", "baseline_tok_s"),
+}
+
+
+def read_bench_points(path: Path) -> list[BenchPoint]:
+    """Bench rows from a CSV with columns k, tokens_per_step, tok_per_s, baseline_tok_per_s.
+
+    Common alternative names are accepted (``num_spec``, ``mean_acceptance_length``,
+    ``tok_s``...). Rows with an empty field are skipped.
+    """
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise TokenlensError(f"cannot read bench file {path}: {exc.strerror}") from None
+    header = set(rows[0]) if rows else set()
+    names = {}
+    for field, aliases in _ALIASES.items():
+        found = [a for a in aliases if a in header]
+        if not found:
+            raise TokenlensError(f"{path}: needs a column {field} (or {', '.join(aliases[1:])})")
+        names[field] = found[0]
+    points = []
+    for row in rows:
+        try:
+            points.append(
+                BenchPoint(
+                    k=int(float(row[names["k"]])),
+                    tokens_per_step=float(row[names["tokens_per_step"]]),
+                    tok_per_s=float(row[names["tok_per_s"]]),
+                    baseline_tok_per_s=float(row[names["baseline_tok_per_s"]]),
+                )
+            )
+        except (TypeError, ValueError):
+            continue
+    return points
+
+
+def position_curve(accepted_per_position: Sequence[float], max_k: int) -> tuple[list[float], int]:
+    """a_0..a_(max_k-1): measured where traced, extrapolated geometrically beyond."""
+    a = [float(x) for x in accepted_per_position]
+    measured = len(a)
+    if not a:
+        return [0.0] * max_k, 0
+    rho = a[-1] / a[-2] if len(a) >= 2 and a[-2] > 0 else a[-1]
+    while len(a) < max_k:
+        a.append(a[-1] * rho)
+    return a[:max_k], measured
+
+
+def iid_tokens_per_step(rate: float, k: int) -> float:
+    """Leviathan et al.: (1 - a^(k+1)) / (1 - a)."""
+    if rate >= 1.0:
+        return float(k + 1)
+    return (1.0 - rate ** (k + 1)) / (1.0 - rate)
+
+
+def default_cost(method: str) -> float:
+    return DEFAULT_COST_TRAINING_FREE if method in TRAINING_FREE else DEFAULT_COST_TRAINED
+
+
+def speed_model(
+    per_position: Sequence[float],
+    overall_rate: float,
+    traced_k: int,
+    cost: float,
+    measured_tokens_per_step: float | None = None,
+    baseline_tok_per_s: float | None = None,
+) -> dict[str, Any]:
+    """Predictions for k = 1..max(2 traced_k, 8) and the k with the highest speedup."""
+    max_k = min(MAX_K, max(2 * traced_k, 8))
+    curve, measured = position_curve(per_position, max_k)
+    rows: list[dict[str, Any]] = []
+    for k in range(1, max_k + 1):
+        tps = 1.0 + sum(curve[:k])
+        speedup = tps / (1.0 + k * cost)
+        rows.append(
+            {
+                "k": k,
+                "tokens_per_step": tps,
+                "tokens_per_step_iid": iid_tokens_per_step(overall_rate, k),
+                "speedup": speedup,
+                "tok_per_s": baseline_tok_per_s * speedup if baseline_tok_per_s else None,
+                "extrapolated": k > measured,
+            }
+        )
+    best = max(rows, key=lambda r: r["speedup"])
+    at_traced = rows[traced_k - 1] if 1 <= traced_k <= len(rows) else None
+    return {
+        "draft_cost": cost,
+        "traced_k": traced_k,
+        "measured_tokens_per_step": measured_tokens_per_step,
+        "predicted_tokens_per_step": at_traced["tokens_per_step"] if at_traced else None,
+        "iid_tokens_per_step": at_traced["tokens_per_step_iid"] if at_traced else None,
+        "recommended_k": best["k"],
+        "recommended_speedup": best["speedup"],
+        "per_k": rows,
+    }

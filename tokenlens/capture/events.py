@@ -1,0 +1,126 @@
+"""Step files -> ``events.parquet`` rows and reconstructed outputs. No vLLM import.
+
+A step record (see :mod:`tokenlens.capture.plugin`) holds, for one request in one
+scheduler step: ``r`` engine request id, ``b`` output length before the step, ``g``
+sampled tokens (accepted drafts + one correction or bonus), ``n`` how many of ``g``
+vLLM appended (fewer when a stop condition cut the step short), and, when vLLM counted
+a verification step, ``d`` the scheduled drafts, ``a`` the accepted count and ``i``
+the drafts invalidated by a grammar (excluded from vLLM's counts, so from ours).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+_SUFFIX = re.compile(r"^(?P<base>.+)-[0-9a-f]{8}$")
+_CHILD = re.compile(r"^(?P<index>\d+)_(?P<parent>.+)$")
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Records of a JSONL file, skipping a torn last line (a killed writer)."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                return  # the writer died mid-line
+            yield json.loads(line)
+
+
+def step_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("steps-*.jsonl"))
+
+
+def load_id_map(directory: Path) -> dict[str, str]:
+    """Engine request id -> run request id, from the worker's ``submitted-*.jsonl``."""
+    mapping: dict[str, str] = {}
+    for path in sorted(directory.glob("submitted-*.jsonl")):
+        for rec in read_jsonl(path):
+            mapping[rec["internal"]] = rec["request_id"]
+    return mapping
+
+
+def run_request_id(engine_id: str, id_map: dict[str, str]) -> str:
+    """Map an engine id (``<id>-<8 hex>``, children ``<i>_<id>-<8 hex>``) to the run's id."""
+    if engine_id in id_map:
+        return id_map[engine_id]
+    child = _CHILD.match(engine_id)
+    if child and child.group("parent") in id_map:
+        return f"{id_map[child.group('parent')]}#{child.group('index')}"
+    suffix = _SUFFIX.match(engine_id)
+    return suffix.group("base") if suffix else engine_id
+
+
+@dataclass
+class Capture:
+    """Everything recorded: events per the contract, and outputs rebuilt from steps."""
+
+    rows: dict[str, list[Any]] = field(
+        default_factory=lambda: {
+            k: []
+            for k in (
+                "request_id",
+                "step",
+                "position",
+                "draft_token_id",
+                "accepted",
+                "emitted_token_id",
+                "output_index",
+            )
+        }
+    )
+    outputs: dict[str, list[int]] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
+
+    def table(self) -> pa.Table:
+        from tokenlens.rundir import EVENTS_SCHEMA
+
+        return pa.table(self.rows, schema=EVENTS_SCHEMA)
+
+
+def _add_output(capture: Capture, rid: str, base: int, tokens: list[int]) -> None:
+    out = capture.outputs.setdefault(rid, [])
+    if base != len(out):
+        capture.gaps.append(f"{rid}: step lands at {base} but {len(out)} tokens are known")
+        del out[base:]
+        out.extend([-1] * (base - len(out)))
+    out.extend(tokens)
+
+
+def _add_events(capture: Capture, rid: str, step: int, rec: dict[str, Any]) -> None:
+    drafts, generated, accepted = rec["d"], rec["g"], rec["a"]
+    base, kept = rec.get("b"), rec.get("n", 0)
+    rows = capture.rows
+    for pos in range(len(drafts) - rec.get("i", 0)):
+        is_accepted = pos < accepted
+        emitted = generated[pos] if pos <= accepted and pos < len(generated) else None
+        index = base + pos if emitted is not None and base is not None and pos < kept else None
+        rows["request_id"].append(rid)
+        rows["step"].append(step)
+        rows["position"].append(pos)
+        rows["draft_token_id"].append(drafts[pos])
+        rows["accepted"].append(is_accepted)
+        rows["emitted_token_id"].append(emitted)
+        rows["output_index"].append(index)
+
+
+def build_capture(directory: Path) -> Capture:
+    """Read every step file of a trace directory into events and outputs."""
+    id_map = load_id_map(directory)
+    capture = Capture()
+    steps: dict[str, int] = {}
+    for path in step_files(directory):
+        for line in read_jsonl(path):
+            for rec in line["reqs"]:
+                rid = run_request_id(rec["r"], id_map)
+                if rec.get("n") and rec.get("b") is not None:
+                    _add_output(capture, rid, rec["b"], rec["g"][: rec["n"]])
+                if "d" in rec:
+                    _add_events(capture, rid, steps.get(rid, 0), rec)
+                    steps[rid] = steps.get(rid, 0) + 1
+    return capture
