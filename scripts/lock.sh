@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 {
   head -4 requirements/cpu.lock
-  .venv/bin/pip freeze | grep -v -iE "^-e |^tokenlens|^torchvision|^torchaudio|^torchcodec" \
+  .venv/bin/pip freeze --all | grep -v -iE "^pip==|^-e |^tokenlens|^torchvision|^torchaudio|^torchcodec" \
     | sed 's/^torch==2.13.0+cpu$/torch==2.13.0/'
 } > requirements/cpu.lock.new
 mv requirements/cpu.lock.new requirements/cpu.lock

@@ -35,7 +35,10 @@ def test_reads_text_and_messages(tmp_path: Path) -> None:
         ({"lang": "ja", "text": "x"}, "'id'"),
         ({"id": "a", "lang": "japanese!", "text": "x"}, "'lang'"),
         ({"id": "a", "lang": "ja"}, "exactly one of 'text' and 'messages'"),
-        ({"id": "a", "lang": "ja", "text": "x", "messages": [{"role": "u", "content": "x"}]}, "exactly one"),
+        (
+            {"id": "a", "lang": "ja", "text": "x", "messages": [{"role": "u", "content": "x"}]},
+            "exactly one",
+        ),
         ({"id": "a", "lang": "ja", "text": "x", "max_tokens": 0}, "'max_tokens'"),
         ({"id": "a", "lang": "ja", "text": "x", "colour": 1}, "unknown key 'colour'"),
         ({"id": "a", "lang": "ja", "messages": [{"role": "user"}]}, "messages[0]"),
@@ -50,7 +53,9 @@ def test_bad_lines_name_the_problem(tmp_path: Path, obj: dict[str, object], need
 
 
 def test_duplicate_ids_and_bad_json(tmp_path: Path) -> None:
-    path = write(tmp_path, {"id": "a", "lang": "en", "text": "x"}, {"id": "a", "lang": "en", "text": "y"})
+    path = write(
+        tmp_path, {"id": "a", "lang": "en", "text": "x"}, {"id": "a", "lang": "en", "text": "y"}
+    )
     with pytest.raises(TokenlensError, match=r":2: duplicate id 'a'"):
         read_prompts(path)
     bad = tmp_path / "bad.jsonl"

@@ -75,7 +75,7 @@ def test_reader_errors_are_one_line(tmp_path: Path) -> None:
     make_run(tmp_path / "run4")
     bad = pa.table({"request_id": ["p1"], "step": ["zero"]})
     pq.write_table(bad, tmp_path / "run4" / "events.parquet")
-    with pytest.raises(TokenlensError, match="events.parquet"):
+    with pytest.raises(TokenlensError, match=r"events\.parquet"):
         read_run(tmp_path / "run4")
 
 

@@ -7,7 +7,13 @@ def test_canonical_order_and_round_trip() -> None:
     a = make_signature({"seed": 0, "model": "m", "tokenlens": "0.1", "zeta": "z", "k": 3})
     b = make_signature({"k": 3, "zeta": "z", "tokenlens": "0.1", "model": "m", "seed": 0})
     assert a == b == "tokenlens:0.1|model:m|k:3|seed:0|zeta:z"
-    assert parse_signature(a) == {"tokenlens": "0.1", "model": "m", "k": "3", "seed": "0", "zeta": "z"}
+    assert parse_signature(a) == {
+        "tokenlens": "0.1",
+        "model": "m",
+        "k": "3",
+        "seed": "0",
+        "zeta": "z",
+    }
 
 
 def test_values_cannot_break_the_format() -> None:

@@ -23,8 +23,18 @@ from tokenlens.rundir import Run, read_run
 pytestmark = pytest.mark.vllm
 MAX_TOKENS = 48
 PROMPTS = [
-    {"id": "ja", "lang": "ja", "pair": "p", "text": "日本の四季について、日本語で3文で説明してください。"},
-    {"id": "en", "lang": "en", "pair": "p", "text": "Describe the four seasons in Japan in three sentences, in English."},
+    {
+        "id": "ja",
+        "lang": "ja",
+        "pair": "p",
+        "text": "日本の四季について、日本語で3文で説明してください。",
+    },
+    {
+        "id": "en",
+        "lang": "en",
+        "pair": "p",
+        "text": "Describe the four seasons in Japan in three sentences, in English.",
+    },
 ]
 NEAR_TIE = 0.05  # nats between the target's top-2 logprobs
 
@@ -34,9 +44,23 @@ def dm3_run(pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -
     tmp = tmp_path_factory.mktemp("dm3")
     prompts = write_prompts(tmp / "p.jsonl", PROMPTS)
     cmd = [
-        sys.executable, "-m", "tokenlens", "trace", "--prompts", str(prompts),
-        "--method", "draft_model", "--num-spec", "3", "--max-tokens", str(MAX_TOKENS),
-        "--logprobs", "5", "--out", str(tmp / "run"), "--quiet",
+        sys.executable,
+        "-m",
+        "tokenlens",
+        "trace",
+        "--prompts",
+        str(prompts),
+        "--method",
+        "draft_model",
+        "--num-spec",
+        "3",
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--logprobs",
+        "5",
+        "--out",
+        str(tmp / "run"),
+        "--quiet",
     ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -77,7 +101,9 @@ def test_manifest_and_events(dm3_run: Run) -> None:
     assert reconcile(dm3_run.events, dm3_run.metrics) == []
 
 
-def test_greedy_speculation_matches_plain_decoding(dm3_run: Run, pair: tuple[Path, Path], tmp_path: Path) -> None:
+def test_greedy_speculation_matches_plain_decoding(
+    dm3_run: Run, pair: tuple[Path, Path], tmp_path: Path
+) -> None:
     prompts = read_prompts(write_prompts(tmp_path / "p.jsonl", PROMPTS))
     sampling = SamplingConfig(max_tokens=MAX_TOKENS, logprobs=5)
     # No trace_dir: the plugin must stay inert (checked below: no step files anywhere).

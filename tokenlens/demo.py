@@ -31,6 +31,14 @@ SIZES: dict[str, list[tuple[str, str, int]]] = {
 }
 
 
+# Prompts per language and token cap per size: sized for ~2 tok/s on 2 CPU cores.
+SIZE_LIMITS: dict[str, tuple[int | None, int | None]] = {
+    "small": (2, 48),
+    "medium": (3, 64),
+    "large": (None, None),
+}
+
+
 @dataclass(frozen=True)
 class DemoConfig:
     out: Path
@@ -52,6 +60,7 @@ class DemoResult:
 def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
     """Run the demo study and return where its outputs are."""
     ensure_pair(config.cache, progress)
+    default_limit, default_cap = SIZE_LIMITS[config.size]
     runs = []
     for name, method, k in SIZES[config.size]:
         run_dir = config.out / "runs" / name
@@ -60,8 +69,9 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
             out=run_dir,
             method=method,
             num_spec=k,
-            sampling=SamplingConfig(max_tokens=config.max_tokens or 256, logprobs=10),
-            limit=config.limit,
+            sampling=SamplingConfig(max_tokens=256, logprobs=10),
+            limit=config.limit or default_limit,
+            cap_tokens=config.max_tokens or default_cap,
             overwrite=config.overwrite,
             cache=config.cache,
             argv=config.argv,

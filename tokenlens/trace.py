@@ -6,6 +6,7 @@ generates every prompt, and writes manifest, requests and vLLM's counters.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -57,10 +58,16 @@ class TraceConfig:
     dtype: str = "auto"
     langs: tuple[str, ...] | None = None
     limit: int | None = None
+    # Upper bound on every prompt's max_tokens (None: prompts' own, else sampling's).
+    cap_tokens: int | None = None
     overwrite: bool = False
     chat: bool = True
     cache: Path | None = None
     engine_extra: dict[str, Any] = field(default_factory=dict)
+    # A running `vllm serve` (with TOKENLENS_TRACE_DIR set) instead of a local engine,
+    # and where its trace directory is visible from here.
+    server: str | None = None
+    server_trace_dir: Path | None = None
     argv: tuple[str, ...] = ()
 
 
@@ -128,7 +135,9 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
         draft = DRAFTER.key
     draft_name = model_identity(draft)[0] if draft is not None else None
     s = config.sampling
-    max_tokens = max(p.max_tokens or s.max_tokens for p in prompts)
+    max_tokens = max(
+        min(p.max_tokens or s.max_tokens, config.cap_tokens or s.max_tokens) for p in prompts
+    )
     digest = corpus_hash(config.prompts)
     spec = {
         "method": config.method,
@@ -168,6 +177,62 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
     }
 
 
+def run_trace_server(config: TraceConfig, progress: Progress = SILENT) -> Path:
+    """Like :func:`run_trace`, against a running ``vllm serve``.
+
+    Request ids carry a per-run nonce so that the server's trace directory may hold
+    other runs; vLLM's counters are differenced around the run, so they are exact only
+    if no other client uses the server meanwhile (the reconciliation says so if not).
+    """
+    from tokenlens.server import ServerClient
+
+    assert config.server is not None
+    if config.server_trace_dir is None:
+        raise TokenlensError(
+            "--server needs --server-trace-dir: where the server's TOKENLENS_TRACE_DIR is visible"
+        )
+    prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
+    client = ServerClient(config.server)
+    served = client.model()
+    manifest = manifest_for(
+        replace(config, model=served, tokenizer=config.tokenizer or served),
+        prompts,
+        client.version(),
+    )
+    manifest["server"] = {"url": config.server, "trace_dir": str(config.server_trace_dir)}
+    writer = RunWriter(config.out, manifest, config.overwrite)
+    nonce = secrets.token_hex(4)
+    jobs = [
+        replace(job, request_id=f"tl{nonce}-{job.prompt_id}")
+        for job in jobs_from_prompts(prompts, chat=True, cap=config.cap_tokens)
+    ]
+    progress.stage("generate", total=len(jobs), unit="prompt")
+    before = client.counters()
+    requests, wall = client.run(served, jobs, config.sampling, config.concurrency, progress)
+    counters = client.counters() - before
+    langs = {p.id: p.lang for p in prompts}
+    pairs = {p.id: p.pair for p in prompts}
+    writer.write_requests(requests_table(requests, langs, pairs))
+    writer.write_metrics(counters)
+    id_map = {job.rid: job.prompt_id for job in jobs}
+    capture = build_capture(config.server_trace_dir, id_map=id_map, keep=set(id_map.values()))
+    write_events(config.out, capture.table())
+    problems = reconcile(capture.table(), counters)
+    writer.complete(
+        timing={
+            "wall_seconds": wall,
+            "output_tokens": sum(len(r.output_token_ids) for r in requests),
+        },
+        reconciliation={"exact": not problems, "differences": problems},
+    )
+    if problems:
+        raise TokenlensError(
+            f"events do not match the server's counters ({'; '.join(problems)}); "
+            f"was another client using the server? Run kept at {config.out}"
+        )
+    return config.out
+
+
 def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     """Generate every selected prompt and write the run directory ``config.out``.
 
@@ -175,6 +240,8 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     ``events.parquet`` and are reconciled with vLLM's counters. If the engine dies,
     whatever was recorded is still written, and the run is marked ``partial``.
     """
+    if config.server is not None:
+        return run_trace_server(config, progress)
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
     capture_dir = config.out / CAPTURE
     engine_config = replace(build_engine_config(config, progress), trace_dir=str(capture_dir))
@@ -190,7 +257,9 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
         with engine:
             progress.stage("generate", total=len(prompts), unit="prompt")
             result = engine.generate(
-                jobs_from_prompts(prompts, chat=config.chat), config.sampling, config.concurrency
+                jobs_from_prompts(prompts, chat=config.chat, cap=config.cap_tokens),
+                config.sampling,
+                config.concurrency,
             )
     except TokenlensError as exc:
         salvage_partial(config.out, writer.manifest["tokenizer"], langs, pairs)
@@ -205,6 +274,7 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
         vllm_version=result.vllm_version,
         timing={"wall_seconds": result.wall_seconds, "output_tokens": out_tokens},
         reconciliation={"exact": not problems, "differences": problems},
+        num_preemptions=result.info.get("num_preemptions"),
     )
     if problems:
         raise TokenlensError(

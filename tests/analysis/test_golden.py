@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +27,7 @@ from tokenlens.rundir import EVENTS, EVENTS_SCHEMA, REQUESTS_SCHEMA, RunWriter
 
 JA_IDS = [128976, 105188, 5373, 102356, 46553, 15767]
 EN_IDS = [785, 3974, 13876, 38835, 34208]
+Golden = tuple[dict[str, Any], pa.Table]
 WRONG = 999  # a draft the target rejected
 
 # (request, step, position, draft, accepted, emitted, output_index)
@@ -94,7 +96,7 @@ def _write(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def golden(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, pa.Table]:  # type: ignore[type-arg]
+def golden(tmp_path_factory: pytest.TempPathFactory) -> Golden:
     root = tmp_path_factory.mktemp("golden")
     result = run_analyze(
         AnalyzeConfig(runs=(_write(root / "run"),), out=root / "out", n_boot=50, min_count=1)
@@ -103,7 +105,7 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, pa.Table]:  
     return summary, pq.read_table(result.tokens_path)
 
 
-def test_acceptance_uses_all_rows(golden: tuple[dict, pa.Table]) -> None:  # type: ignore[type-arg]
+def test_acceptance_uses_all_rows(golden: Golden) -> None:
     acc = golden[0]["acceptance"]
     assert acc["ja"]["rate"] == pytest.approx(3 / 9)  # 3 accepted of 9 draft tokens
     assert acc["ja"]["n"] == 9
@@ -114,7 +116,7 @@ def test_acceptance_uses_all_rows(golden: tuple[dict, pa.Table]) -> None:  # typ
     assert judged["en"]["rate"] == pytest.approx(3 / 4)
 
 
-def test_classes_count_judged_positions_only(golden: tuple[dict, pa.Table]) -> None:  # type: ignore[type-arg]
+def test_classes_count_judged_positions_only(golden: Golden) -> None:
     ja = golden[0]["by_script"]["ja"]
     assert ja["mixed"]["rate"] == 1.0 and ja["mixed"]["n"] == 1  # 私は accepted
     assert ja["kanji"]["rate"] == pytest.approx(2 / 3) and ja["kanji"]["n"] == 3  # 昨日 京 / 東
@@ -125,7 +127,7 @@ def test_classes_count_judged_positions_only(golden: tuple[dict, pa.Table]) -> N
     assert sum(g["n"] for g in ja.values()) == 6
 
 
-def test_positions_unconditional_and_conditional(golden: tuple[dict, pa.Table]) -> None:  # type: ignore[type-arg]
+def test_positions_unconditional_and_conditional(golden: Golden) -> None:
     s = golden[0]
     unc = s["by_position"]["ja"]
     assert [unc[p]["rate"] for p in "012"] == pytest.approx([2 / 3, 1 / 3, 0.0])
@@ -135,7 +137,7 @@ def test_positions_unconditional_and_conditional(golden: tuple[dict, pa.Table]) 
     assert [s["by_position"]["en"][p]["rate"] for p in "012"] == pytest.approx([0.5, 0.5, 0.5])
 
 
-def test_text_per_step_and_gap(golden: tuple[dict, pa.Table]) -> None:  # type: ignore[type-arg]
+def test_text_per_step_and_gap(golden: Golden) -> None:
     s = golden[0]
     # Accepted 私は(2 chars) 昨日(2) 京(1) over 3 steps; "The"(3) " quick"(6) " brown"(6) over 2.
     assert s["text_per_step"]["ja"]["accepted_chars"]["value"] == pytest.approx(5 / 3)
@@ -146,7 +148,7 @@ def test_text_per_step_and_gap(golden: tuple[dict, pa.Table]) -> None:  # type: 
     assert s["gap"]["judged"]["value"] == pytest.approx(3 / 6 - 3 / 4)
 
 
-def test_reconciliation_and_verdicts_on_one_request(golden: tuple[dict, pa.Table]) -> None:  # type: ignore[type-arg]
+def test_reconciliation_and_verdicts_on_one_request(golden: Golden) -> None:
     s = golden[0]
     assert s["runs"][0]["reconciliation"]["matches"] is True
     for h in s["hypotheses"].values():  # one request per language: cannot decide
@@ -155,7 +157,7 @@ def test_reconciliation_and_verdicts_on_one_request(golden: tuple[dict, pa.Table
     assert "bootstrap:50,seed0" in s["signature"] and "dict:unidic" in s["signature"]
 
 
-def test_tokens_table_rows(golden: tuple[dict, pa.Table]) -> None:  # type: ignore[type-arg]
+def test_tokens_table_rows(golden: Golden) -> None:
     t = golden[1].to_pylist()
     assert len(t) == len(EVENTS_ROWS)
     first_reject = t[2]  # the Japanese 、 slot

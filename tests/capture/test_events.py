@@ -33,9 +33,29 @@ def test_events_follow_the_contract(tmp_path: Path) -> None:
             # prefill: one sampled token, no drafts
             [{"r": "ja-1-0123abcd", "b": 0, "g": [10], "n": 1}],
             # drafts 11,12,13: two accepted, target said 99 at position 2
-            [{"r": "ja-1-0123abcd", "b": 1, "g": [11, 12, 99], "n": 3, "d": [11, 12, 13], "a": 2, "i": 0}],
+            [
+                {
+                    "r": "ja-1-0123abcd",
+                    "b": 1,
+                    "g": [11, 12, 99],
+                    "n": 3,
+                    "d": [11, 12, 13],
+                    "a": 2,
+                    "i": 0,
+                }
+            ],
             # all three accepted + bonus 40
-            [{"r": "ja-1-0123abcd", "b": 4, "g": [20, 21, 22, 40], "n": 4, "d": [20, 21, 22], "a": 3, "i": 0}],
+            [
+                {
+                    "r": "ja-1-0123abcd",
+                    "b": 4,
+                    "g": [20, 21, 22, 40],
+                    "n": 4,
+                    "d": [20, 21, 22],
+                    "a": 3,
+                    "i": 0,
+                }
+            ],
             # first draft rejected; stop hit after the correction token (n=1)
             [{"r": "ja-1-0123abcd", "b": 8, "g": [7], "n": 1, "d": [5, 6, 8], "a": 0, "i": 0}],
         ],
@@ -44,7 +64,17 @@ def test_events_follow_the_contract(tmp_path: Path) -> None:
     rows = capture.table().to_pylist()
     assert capture.outputs == {"ja-1": [10, 11, 12, 99, 20, 21, 22, 40, 7]}
     assert capture.gaps == []
-    got = [(r["step"], r["position"], r["draft_token_id"], r["accepted"], r["emitted_token_id"], r["output_index"]) for r in rows]
+    got = [
+        (
+            r["step"],
+            r["position"],
+            r["draft_token_id"],
+            r["accepted"],
+            r["emitted_token_id"],
+            r["output_index"],
+        )
+        for r in rows
+    ]
     assert got == [
         (0, 0, 11, True, 11, 1),
         (0, 1, 12, True, 12, 2),
@@ -66,7 +96,17 @@ def test_stop_inside_accepted_drafts_and_invalid_drafts(tmp_path: Path) -> None:
         [
             [{"r": "x-deadbeef", "b": 0, "g": [1], "n": 1}],
             # four drafts, the last invalidated by a grammar: vLLM counts three
-            [{"r": "x-deadbeef", "b": 1, "g": [2, 3, 4], "n": 3, "d": [2, 3, 9, 9], "a": 2, "i": 1}],
+            [
+                {
+                    "r": "x-deadbeef",
+                    "b": 1,
+                    "g": [2, 3, 4],
+                    "n": 3,
+                    "d": [2, 3, 9, 9],
+                    "a": 2,
+                    "i": 1,
+                }
+            ],
             # all accepted but EOS at the first token: only one token kept (n=1)
             [{"r": "x-deadbeef", "b": 4, "g": [5, 6, 7], "n": 1, "d": [5, 6], "a": 2, "i": 0}],
         ],
@@ -80,7 +120,9 @@ def test_stop_inside_accepted_drafts_and_invalid_drafts(tmp_path: Path) -> None:
 
 
 def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
-    rec = write_steps(tmp_path, [[{"r": "a-00000000", "b": 0, "g": [1], "n": 1, "d": [1], "a": 1, "i": 0}]])
+    rec = write_steps(
+        tmp_path, [[{"r": "a-00000000", "b": 0, "g": [1], "n": 1, "d": [1], "a": 1, "i": 0}]]
+    )
     with rec.path.open("a") as fh:
         fh.write('{"seq": 1, "reqs": [{"r": "a-0000')  # killed mid-write
     assert build_capture(tmp_path).table().num_rows == 1
@@ -95,7 +137,9 @@ def test_request_id_mapping() -> None:
 
 
 def test_reconcile_reports_each_difference(tmp_path: Path) -> None:
-    write_steps(tmp_path, [[{"r": "a-00000000", "b": 0, "g": [1, 2], "n": 2, "d": [1, 3], "a": 1, "i": 0}]])
+    write_steps(
+        tmp_path, [[{"r": "a-00000000", "b": 0, "g": [1, 2], "n": 2, "d": [1, 3], "a": 1, "i": 0}]]
+    )
     events = build_capture(tmp_path).table()
     assert reconcile(events, SpecCounters(1, 2, 1, (1, 0))) == []
     problems = reconcile(events, SpecCounters(2, 2, 2, (1, 1)))

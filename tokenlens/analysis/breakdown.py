@@ -71,23 +71,8 @@ def group_codes(frame: pd.DataFrame, column: str | None) -> tuple[npt.NDArray[np
     if isinstance(series.dtype, pd.CategoricalDtype):
         codes = series.cat.codes.to_numpy().astype(np.int64)
         return codes, [str(c) for c in series.cat.categories]
-    values = series.astype("string")
-    codes_raw, uniques = pd.factorize(values, sort=True)
-    labels = [str(u) for u in uniques]
-    if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
-        order = np.argsort([_numeric_key(x) for x in labels], kind="stable")
-        remap = np.empty(len(order), dtype=np.int64)
-        remap[order] = np.arange(len(order))
-        codes_raw = np.where(codes_raw >= 0, remap[np.maximum(codes_raw, 0)], -1)
-        labels = [labels[i] for i in order]
-    return np.asarray(codes_raw, dtype=np.int64), labels
-
-
-def _numeric_key(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return float(text == "True")
+    codes_raw, uniques = pd.factorize(series, sort=True)  # numbers sort as numbers
+    return np.asarray(codes_raw, dtype=np.int64), [str(u) for u in uniques]
 
 
 def lang_codes(frame: pd.DataFrame) -> tuple[npt.NDArray[np.int64], list[str]]:

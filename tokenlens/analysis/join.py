@@ -188,6 +188,8 @@ def _add_classes(
     for name in CLASS_COLUMNS:
         col = classes.column(name).take(take)
         col = pc.if_else(mask, pa.scalar(None, col.type), col)
+        if pa.types.is_string(col.type) and name != "token_text":
+            col = col.dictionary_encode()  # few distinct labels: categorical, fast grouping
         frame[name] = col.to_pandas(types_mapper=_pandas_type)
     char_end = classes.column("char_end").to_numpy()
     prev = np.concatenate(([0], char_end[:-1]))
@@ -204,7 +206,9 @@ def _add_classes(
     rank = frame["bpe_rank"].astype("float64").to_numpy()
     frame["rank_bucket"] = bucket(rank, RANK_EDGES, RANK_LABELS)
     frame["particle_type"] = _particle_type(frame)
-    frame["transition"] = frame["transition"].replace("", "none")
+    transition = frame["transition"]
+    if "" in transition.cat.categories:
+        frame["transition"] = transition.cat.rename_categories({"": "none"})
 
 
 def _pandas_type(t: pa.DataType) -> Any:

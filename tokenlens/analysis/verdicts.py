@@ -100,9 +100,9 @@ def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules) -> dict[str, dict[s
         msg = "needs both Japanese (ja) and English (en) requests"
         return {"H1": _verdict(INCONCLUSIVE, None, msg), "H2": _verdict(INCONCLUSIVE, None, msg)}
     lang = frame["lang"].astype(str).to_numpy()
-    cluster = rs.cluster
-    n_ja = len(np.unique(cluster[lang == JA]))
-    n_en = len(np.unique(cluster[lang == EN]))
+    request = frame["request_id"].astype(str).to_numpy()
+    n_ja = len(np.unique(request[lang == JA]))  # distinct prompts, not (run, prompt)
+    n_en = len(np.unique(request[lang == EN]))
     if min(n_ja, n_en) < rules.min_requests:
         msg = (
             f"too little data: {n_ja} Japanese and {n_en} English requests "

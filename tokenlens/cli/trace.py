@@ -34,6 +34,9 @@ examples:
   tokenlens trace --prompts corpora/demo.jsonl --method ngram --num-spec 3 --out runs/ng3
   tokenlens trace --prompts corpora/demo.jsonl --out runs/baseline          (no speculation)
   tokenlens trace --prompts p.jsonl --model Qwen/Qwen3.5-4B --method mtp --out runs/mtp3
+  TOKENLENS_TRACE_DIR=/traces vllm serve ... &     (a server with the plugin enabled)
+  tokenlens trace --prompts p.jsonl --server http://127.0.0.1:8000 --server-trace-dir /traces \
+      --method draft_model --num-spec 3 --out runs/served
 """
 
 
@@ -79,6 +82,9 @@ def register(sub: Any) -> None:
         default=256,
         help="per prompt unless the prompt sets max_tokens",
     )
+    p.add_argument(
+        "--cap-tokens", type=positive_int, help="upper bound on every prompt's max_tokens"
+    )
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
@@ -97,6 +103,17 @@ def register(sub: Any) -> None:
     p.add_argument("--dtype", default="auto", help="vLLM dtype (default: auto)")
     p.add_argument(
         "--no-chat", action="store_true", help="send 'text' prompts raw, without the chat template"
+    )
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        help="send the prompts to a running `vllm serve` (started with TOKENLENS_TRACE_DIR set) "
+        "instead of starting an engine; --method/--num-spec then only describe the server",
+    )
+    p.add_argument(
+        "--server-trace-dir",
+        type=Path,
+        help="with --server: the server's TOKENLENS_TRACE_DIR as seen from here (a mounted volume)",
     )
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
@@ -141,9 +158,12 @@ def run(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         langs=tuple(args.lang) if args.lang else None,
         limit=args.limit,
+        cap_tokens=args.cap_tokens,
         overwrite=args.overwrite,
         chat=not args.no_chat,
         cache=args.cache,
+        server=args.server,
+        server_trace_dir=args.server_trace_dir,
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
     progress = progress_for(args)

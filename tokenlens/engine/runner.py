@@ -24,14 +24,19 @@ from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt
 
 
-def jobs_from_prompts(prompts: list[Prompt], chat: bool = True) -> list[PromptJob]:
-    """Chat prompts go through the model's chat template; ``chat=False`` sends raw text."""
+def jobs_from_prompts(
+    prompts: list[Prompt], chat: bool = True, cap: int | None = None
+) -> list[PromptJob]:
+    """Chat prompts go through the model's chat template; ``chat=False`` sends raw text.
+
+    ``cap`` bounds every prompt's own ``max_tokens`` (to shorten a study, not to lengthen it).
+    """
     return [
         PromptJob(
             prompt_id=p.id,
             messages=p.as_messages() if chat or p.messages is not None else None,
             text=None if chat or p.messages is not None else p.text,
-            max_tokens=p.max_tokens,
+            max_tokens=min(p.max_tokens, cap) if p.max_tokens and cap else (p.max_tokens or cap),
         )
         for p in prompts
     ]

@@ -37,6 +37,7 @@ from tokenlens.engine.results import (
 )
 
 GiB = 1 << 30
+PREEMPTIONS = "vllm:num_preemptions"
 CPU_KV_CACHE_BYTES = 2 * GiB
 
 
@@ -126,6 +127,11 @@ def read_counters(llm: Any) -> SpecCounters:
         num_accepted_tokens=totals[NUM_ACCEPTED],
         accepted_per_position=tuple(per_pos),
     )
+
+
+def read_total(llm: Any, name: str) -> int:
+    """A counter of vLLM's, summed over label sets (0 when absent)."""
+    return sum(int(m.value) for m in llm.get_metrics() if m.name == name)
 
 
 def _render(llm: Any, job: PromptJob, template_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -241,6 +247,7 @@ def generate(
     if len({job.rid for job in jobs}) != len(jobs):
         raise ValueError("request ids must be unique within one generate call")
     before = read_counters(llm)
+    preempted_before = read_total(llm, PREEMPTIONS)
     prompts = [_render(llm, job, config.chat_template_kwargs) for job in jobs]
     params = [SamplingParams(**sampling.to_vllm(job.max_tokens)) for job in jobs]
     log = _Submissions(config.trace_dir)
@@ -253,6 +260,7 @@ def generate(
         wall_seconds=wall,
         counters=read_counters(llm) - before,
         vllm_version=vllm.__version__,
+        info={"num_preemptions": read_total(llm, PREEMPTIONS) - preempted_before},
     )
 
 

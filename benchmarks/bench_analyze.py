@@ -1,0 +1,83 @@
+"""Analyze throughput on >= 1M simulated draft events (not a test).
+
+Writes two simulated runs (n-gram and a trained drafter, Japanese and English, real
+Qwen2.5 token ids, top-5 logprobs) with >= 1M events in total (not timed), then runs
+the whole of ``tokenlens analyze`` on them in a child process (read, classify with the
+tokenizer and MeCab, join, 1000 bootstrap replicates for every table, decompositions,
+logistic regression, verdicts, write tokens.parquet / summary.json / tables.md) and
+prints its wall time and the child's peak resident memory.
+
+Run: ``PYTHONPATH=. python benchmarks/bench_analyze.py [--events 1000000] [--bootstrap 1000]``.
+The goal is <= 60 s on the 2-core development machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tokenlens.analysis.simulate import scenario, simulate
+
+
+def _write_runs(root: Path, events: int, seed: int) -> list[Path]:
+    k, steps = 3, 100
+    per_lang = -(-events // (2 * 2 * steps * k))  # two runs, two languages
+    sc = scenario(True, True, requests=per_lang, steps=steps, k=k)
+    paths = []
+    for i, method in enumerate(("ngram", "draft_model")):
+        sim = simulate(sc, method, seed=seed + i)
+        paths.append(sim.write(root / method))
+        print(f"  {method}: {len(sim.events):,} events, {2 * per_lang} requests", flush=True)
+    return paths
+
+
+def _analyze_child(paths: list[str], out: str, n_boot: int) -> None:
+    from tokenlens.analysis import AnalyzeConfig, run_analyze
+
+    start = time.perf_counter()
+    run_analyze(AnalyzeConfig(runs=tuple(Path(p) for p in paths), out=Path(out), n_boot=n_boot))
+    print(f"{time.perf_counter() - start:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        *paths, out = args.child
+        _analyze_child(paths, out, args.bootstrap)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        print(f"simulating >= {args.events:,} events ...", flush=True)
+        paths = _write_runs(root, args.events, seed=0)
+        cmd = [
+            sys.executable,
+            __file__,
+            "--bootstrap",
+            str(args.bootstrap),
+            "--child",
+            *map(str, paths),
+            str(root / "out"),
+        ]
+        wall = time.perf_counter()
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        wall = time.perf_counter() - wall
+        peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        size = (root / "out" / "tokens.parquet").stat().st_size / 2**20
+        print(
+            f"analyze: {float(done.stdout.split()[-1]):.1f} s inside the child "
+            f"({wall:.1f} s with interpreter start-up), peak RSS {peak_mib:.0f} MiB, "
+            f"tokens.parquet {size:.1f} MiB, bootstrap {args.bootstrap}"
+        )
+
+
+if __name__ == "__main__":
+    main()

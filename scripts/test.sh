@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: set up the locked environment, build the
+# embedded models into the cache (skipped when cached), lint, type-check, and run
+# every test, including the real vLLM CPU runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+.venv/bin/tokenlens models ensure
+.venv/bin/ruff check tokenlens tests benchmarks scripts
+.venv/bin/ruff format --check tokenlens tests benchmarks scripts
+.venv/bin/mypy
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,155 @@
+"""Server mode for real: `vllm serve` on loopback with the plugin enabled by env var.
+
+The events collected from the server's trace directory must reconcile exactly with the
+differences of the server's own /metrics counters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import REPO, write_prompts
+from tokenlens.capture import TRACE_DIR_ENV
+from tokenlens.capture.reconcile import reconcile
+from tokenlens.engine.worker import cpu_thread_env
+from tokenlens.rundir import read_run
+
+pytestmark = pytest.mark.vllm
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(
+    pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    tmp = tmp_path_factory.mktemp("serve")
+    trace_dir = tmp / "traces"
+    port = free_port()
+    spec = {"method": "draft_model", "model": str(pair[1]), "num_speculative_tokens": 3}
+    cmd = [
+        str(Path(sys.executable).parent / "vllm"),
+        "serve",
+        str(pair[0]),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        str(1 << 30),
+        "--seed",
+        "0",
+        "--speculative-config",
+        json.dumps(spec),
+    ]
+    env = {**os.environ, **cpu_thread_env(), TRACE_DIR_ENV: str(trace_dir)}
+    log = (tmp / "serve.log").open("wb")
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 1200
+        while True:
+            assert proc.poll() is None, (tmp / "serve.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "vllm serve did not become healthy"
+            time.sleep(2)
+        yield url, trace_dir
+    finally:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+        log.close()
+
+
+def test_trace_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> None:
+    url, trace_dir = server
+    prompts = write_prompts(
+        tmp_path / "p.jsonl",
+        [
+            {
+                "id": "ja",
+                "lang": "ja",
+                "pair": "p",
+                "max_tokens": 32,
+                "text": "桜について日本語で2文で説明してください。",
+            },
+            {
+                "id": "en",
+                "lang": "en",
+                "pair": "p",
+                "max_tokens": 32,
+                "text": "Explain cherry blossoms in two sentences.",
+            },
+        ],
+    )
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokenlens",
+        "trace",
+        "--prompts",
+        str(prompts),
+        "--server",
+        url,
+        "--server-trace-dir",
+        str(trace_dir),
+        "--method",
+        "draft_model",
+        "--num-spec",
+        "3",
+        "--concurrency",
+        "2",
+        "--logprobs",
+        "5",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = read_run(out)
+    assert run.manifest["status"] == "complete" and run.manifest["server"]["url"] == url
+    assert run.metrics.num_drafts > 0
+    assert run.events is not None and reconcile(run.events, run.metrics) == []
+    outputs = {r["request_id"]: r["output_token_ids"] for r in run.requests.to_pylist()}
+    assert set(outputs) == {"ja", "en"} and all(outputs.values())
+    for ev in run.events.to_pylist():
+        if ev["output_index"] is not None:
+            assert outputs[ev["request_id"]][ev["output_index"]] == ev["emitted_token_id"]
+    # A second run against the same server and trace directory sees only its own events.
+    proc = subprocess.run(
+        [*cmd[:-3], str(tmp_path / "run2"), "--quiet"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    second = read_run(tmp_path / "run2")
+    assert second.events is not None and reconcile(second.events, second.metrics) == []

