@@ -111,6 +111,7 @@ def test_acceptance_uses_all_rows(golden: Golden) -> None:
     assert acc["ja"]["n"] == 9
     assert acc["en"]["rate"] == pytest.approx(3 / 6)
     assert acc["en"]["n"] == 6
+    assert acc["ja"]["ci_low"] is None  # one request per language: no interval
     judged = golden[0]["acceptance_judged"]
     assert judged["ja"]["rate"] == pytest.approx(3 / 6)  # 6 judged positions
     assert judged["en"]["rate"] == pytest.approx(3 / 4)

@@ -105,10 +105,12 @@ def rates(
             n = int(den.point[j])
             if n == 0:
                 continue
+            # One request cannot show its own variability: no interval rather than a point.
+            spread = int(requests[j]) >= 2
             block[name] = {
                 "rate": as_float(point[j]),
-                "ci_low": as_float(lo[j]),
-                "ci_high": as_float(hi[j]),
+                "ci_low": as_float(lo[j]) if spread else None,
+                "ci_high": as_float(hi[j]) if spread else None,
                 "n": n,
                 "accepted": int(num.point[j]),
                 "requests": int(requests[j]),
