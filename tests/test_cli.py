@@ -1,0 +1,60 @@
+"""The CLI teaches (--help with examples) and fails in one line (no traceback)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+from tokenlens.cli import main
+
+COMMANDS = ["demo", "trace", "analyze", "tokens", "models"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_help_has_examples(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out and f"tokenlens {command}" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["trace", "--out", "x"], "the following arguments are required: --prompts"),
+        (["trace", "--prompts", "missing.jsonl", "--out", "x"], "file not found: missing.jsonl"),
+        (
+            ["trace", "--prompts", "corpora/smoke.jsonl", "--out", "x", "--num-spec", "0"],
+            "positive integer",
+        ),
+        (["analyze", "no/such/run", "--out", "x"], "run directory not found"),
+        (["models", "ensure", "gpt-5"], "unknown embedded model 'gpt-5'"),
+        (
+            ["tokens", "--corpus", "corpora/smoke.jsonl", "--tokenizer", "nope", "--out", "x"],
+            "unknown tokenizer",
+        ),
+    ],
+)
+def test_bad_input_is_one_line(argv: list[str], needle: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokenlens", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert not (REPO / "x").exists()
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "Start here:" in capsys.readouterr().err

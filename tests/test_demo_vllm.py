@@ -1,0 +1,46 @@
+"""The README's main job, shrunk: `tokenlens demo` end to end on the embedded pair."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+from tokenlens.rundir import read_run
+
+pytestmark = pytest.mark.vllm
+
+
+def test_demo_small(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokenlens",
+        "demo",
+        "--size",
+        "small",
+        "--limit",
+        "1",
+        "--max-tokens",
+        "16",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"summary:  {out / 'summary.md'}" in proc.stdout
+    assert "H1: " in proc.stdout and "H2: " in proc.stdout
+    run = read_run(out / "runs" / "draft_model-k3")
+    assert run.complete and run.requests.num_rows == 2
+    assert {r["lang"] for r in run.requests.to_pylist()} == {"ja", "en"}
+    tokens = sum(len(t) for t in run.requests.column("output_token_ids").to_pylist())
+    assert f"| draft_model-k3 | 2 | {tokens} |" in (out / "summary.md").read_text()
+    summary = json.loads((out / "analysis" / "summary.json").read_text())
+    assert set(summary["acceptance"]) == {"ja", "en"}
+    assert summary["hypotheses"]["H1"]["verdict"] in ("supported", "not_supported", "inconclusive")
