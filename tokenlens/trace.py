@@ -275,6 +275,7 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
         timing={"wall_seconds": result.wall_seconds, "output_tokens": out_tokens},
         reconciliation={"exact": not problems, "differences": problems},
         num_preemptions=result.info.get("num_preemptions"),
+        dtype=engine.info.get("dtype"),
     )
     if problems:
         raise TokenlensError(

@@ -109,8 +109,8 @@ def test_draft_model_k5_eight_concurrent(pair: tuple[Path, Path], tmp_path: Path
 
 
 def test_ngram_k3_under_preemption(pair: tuple[Path, Path], tmp_path: Path) -> None:
-    # ~57 KiB of fp32 KV per token for the 1.5B target: 24 MiB hold ~430 tokens, less
-    # than 8 prompts (~40 tokens) + 8 x 48 generated tokens need at once.
+    # 8 KV blocks of 32 tokens (vLLM's CPU default is 128-token blocks) hold 256 tokens,
+    # far less than 8 requests x (~50 prompt + 48 generated tokens) need at once.
     run = trace(
         tmp_path,
         "ngram",
@@ -118,8 +118,8 @@ def test_ngram_k3_under_preemption(pair: tuple[Path, Path], tmp_path: Path) -> N
         4,
         48,
         concurrency=8,
-        max_model_len=256,
-        engine_extra={"kv_cache_memory_bytes": 24 << 20},
+        max_model_len=160,
+        engine_extra={"block_size": 32, "num_gpu_blocks_override": 8},
     )
     assert run.manifest["num_preemptions"] > 0, "the KV cache was not small enough to preempt"
     assert run.metrics.num_drafts > 0

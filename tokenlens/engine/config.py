@@ -70,8 +70,8 @@ class EngineConfig:
 
     ``None`` fields get platform defaults in the worker: on the CPU build, eager mode
     (torch.compile costs ~2 minutes per start on 2 cores and did not speed up decoding
-    here), an explicit KV-cache size (the fraction-of-NUMA-node default fails beside a
-    float32 target and drafter), and OpenMP threads on all cores.
+    here), an explicit KV-cache size (the fraction-of-NUMA-node default failed beside a
+    target and drafter here), and OpenMP threads on all cores.
     """
 
     model: str

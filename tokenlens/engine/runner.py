@@ -78,6 +78,7 @@ class Engine:
             log_path = name
         self.log_path = Path(log_path)
         self.info: dict[str, Any] = {}
+        self._children: list[Any] = []  # vLLM's engine processes (psutil.Process)
         self._proc: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
 
@@ -129,6 +130,7 @@ class Engine:
         self._conn = accepted[0]
         self._conn.send(("start", self.config))
         self.info = self._wait(self.start_timeout, "start the vLLM engine")
+        self._children = _descendants(self._proc.pid)
 
     def close(self) -> None:
         """Ask the worker to shut vLLM down; kill the process group if it hangs."""
@@ -139,7 +141,7 @@ class Engine:
         try:
             if conn is not None and proc.poll() is None:
                 conn.send(("close",))
-                self._wait_on(conn, proc, 120.0, "close the engine")
+                self._wait_on(conn, proc, 120.0, "close the engine", watch_children=False)
         except (TokenlensError, OSError, EOFError):
             pass
         finally:
@@ -183,7 +185,12 @@ class Engine:
         return self._wait_on(self._conn, self._proc, timeout, what)
 
     def _wait_on(
-        self, conn: Connection, proc: subprocess.Popen[bytes], timeout: float | None, what: str
+        self,
+        conn: Connection,
+        proc: subprocess.Popen[bytes],
+        timeout: float | None,
+        what: str,
+        watch_children: bool = True,
     ) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -202,6 +209,14 @@ class Engine:
                 return payload[0]
             if proc.poll() is not None:
                 self._fail_dead(f"the engine worker died while trying to {what}")
+            dead = [c for c in self._children if watch_children and not _alive(c)]
+            if dead:
+                # vLLM's front end can block forever on a dead engine core: end it all.
+                _kill_group(proc, signal.SIGKILL)
+                proc.wait()
+                self._fail_dead(
+                    f"a vLLM engine process (pid {dead[0].pid}) died while trying to {what}"
+                )
             if deadline is not None and time.monotonic() > deadline:
                 raise TokenlensError(
                     f"timed out after {timeout:.0f}s trying to {what} (log: {self.log_path})"
@@ -212,6 +227,24 @@ class Engine:
         last = _last_error(self.log_path)
         detail = f": {last}" if last else ""
         raise TokenlensError(f"{message} (exit {code}){detail} (log: {self.log_path})")
+
+
+def _descendants(pid: int) -> list[Any]:
+    import psutil
+
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def _alive(process: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

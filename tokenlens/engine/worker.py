@@ -278,7 +278,8 @@ def serve(conn: Connection) -> None:
         llm = build_llm(config)
         import vllm
 
-        conn.send(("ready", {"vllm_version": vllm.__version__}))
+        model_config = llm.llm_engine.model_config
+        conn.send(("ready", {"vllm_version": vllm.__version__, "dtype": str(model_config.dtype)}))
     except BaseException as exc:  # report any start failure as one line, then exit
         conn.send(("error", _one_line(exc), traceback.format_exc()))
         return
