@@ -58,6 +58,7 @@ class DemoResult:
     runs: list[Path]
     summary: Path
     analysis: Path
+    report: Path
     verdicts: dict[str, str]
 
 
@@ -85,7 +86,13 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
     summary.write_text(summary_markdown(runs), encoding="utf-8")
     analysis = run_analyze(AnalyzeConfig(runs=tuple(runs), out=config.out / "analysis"), progress)
     verdicts = {h: v["verdict"] for h, v in analysis.summary["hypotheses"].items()}
-    return DemoResult(runs=runs, summary=summary, analysis=analysis.tables_path, verdicts=verdicts)
+    return DemoResult(
+        runs=runs,
+        summary=summary,
+        analysis=analysis.tables_path,
+        report=analysis.report_path,
+        verdicts=verdicts,
+    )
 
 
 def summary_markdown(runs: list[Path]) -> str:

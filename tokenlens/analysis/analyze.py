@@ -29,6 +29,7 @@ from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import Rules, decide
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
+from tokenlens.report import write_analyze_report
 from tokenlens.rundir import read_run, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
 
@@ -59,6 +60,7 @@ class AnalyzeResult:
     tokens_path: Path
     summary_path: Path
     tables_path: Path
+    report_path: Path
     summary: dict[str, Any] = field(repr=False)
 
 
@@ -121,8 +123,10 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     write_json_atomic(summary_path, summary)
     tables_path = config.out / TABLES
     write_tables(summary, tables_path)
+    progress.stage("write report")
+    report_path = write_analyze_report(config.out)
     progress.close()
-    return AnalyzeResult(tokens_path, summary_path, tables_path, summary)
+    return AnalyzeResult(tokens_path, summary_path, tables_path, report_path, summary)
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:

@@ -123,5 +123,6 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     for name, h in result.summary["hypotheses"].items():
         say(f"{name}: {h['verdict']}")
+    say(f"report: {result.report_path}")
     say(str(result.summary_path.parent))
     return 0

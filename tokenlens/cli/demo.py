@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     progress.close()
     say(f"summary:  {result.summary}")
     say(f"analysis: {result.analysis}")
+    say(f"report:   {result.report}")
     for path in result.runs:
         say(f"run:      {path}")
     for name, verdict in result.verdicts.items():

@@ -48,19 +48,8 @@ __all__ = [
     "classify_tokens",
 ]
 
-SCRIPTS = (
-    "hiragana",
-    "katakana",
-    "kanji",
-    "latin",
-    "digit",
-    "punct",
-    "symbol",
-    "other",
-    "space",
-    "mixed",
-    "byte_fragment",
-)
+# The per-character classes (hiragana ... space), then the two token-level ones.
+SCRIPTS = (*CLASS_NAMES[: SPACE + 1], "mixed", "byte_fragment")
 _SYMBOL, _SPACE_S, _MIXED, _FRAGMENT = 6, 8, 9, 10
 BOUNDARIES = ("same", "inside", "spans", "crosses", "fragment")
 _SAME, _INSIDE, _SPANS, _CROSSES, _FRAG_B = range(5)

@@ -1,0 +1,112 @@
+"""Chart specs checked through their JSON: the data they carry and how it is encoded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenlens.report import charts
+
+
+@pytest.fixture(scope="module")
+def summary(analysis: Path) -> dict[str, Any]:
+    return dict(json.loads((analysis / "summary.json").read_text("utf-8")))
+
+
+def values(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The inline rows of a spec (Altair puts shared data at the top level)."""
+    if "data" in spec:
+        return list(spec["data"]["values"])
+    (rows,) = spec["datasets"].values()
+    return list(rows)
+
+
+def layers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every unit spec inside concat/layer/facet wrappers."""
+    found = []
+    for key in ("vconcat", "hconcat", "layer"):
+        for child in spec.get(key, []):
+            found += layers(child)
+    if "spec" in spec:
+        found += layers(spec["spec"])
+    if "mark" in spec:
+        found.append(spec)
+    return found
+
+
+def test_rate_chart_carries_every_group_with_interval_and_count(summary: dict[str, Any]) -> None:
+    spec = charts.rate_chart(summary, "by_script", "t", "x")
+    rows = {(r["lang"], r["group"]): r for r in values(spec)}
+    for lang, groups in summary["by_script"].items():
+        for group, stats in groups.items():
+            row = rows.pop((lang, group))
+            assert row["rate"] == pytest.approx(stats["rate"])
+            assert (row["ci_low"], row["ci_high"]) == (stats["ci_low"], stats["ci_high"])
+            assert row["n"] == stats["n"] and row["sparse"] == stats["sparse"]
+    assert not rows
+    marks = {unit["mark"]["type"]: unit["encoding"] for unit in layers(spec)}
+    assert marks["rule"]["y"]["field"] == "ci_low" and marks["rule"]["y2"]["field"] == "ci_high"
+    assert marks["point"]["y"]["field"] == "rate"
+    assert marks["point"]["fill"]["condition"]["test"] == "datum.sparse"  # sparse: hollow
+    assert marks["bar"]["y"]["field"] == "n"  # the counts strip
+    assert all(m["xOffset"]["field"] == "lang" for m in marks.values())
+    assert marks["point"]["color"]["scale"]["domain"] == ["ja", "en"]
+
+
+def test_positions_are_in_numeric_order(summary: dict[str, Any]) -> None:
+    summary = dict(summary, by_position={"ja": {str(p): {"rate": 0.5, "n": 1} for p in (10, 2, 0)}})
+    spec = charts.rate_chart(summary, "by_position", "t", "x")
+    point = next(u for u in layers(spec) if u["mark"]["type"] == "point")
+    assert point["encoding"]["x"]["sort"] == ["0", "2", "10"]
+
+
+def test_gap_rows_are_percentage_points(summary: dict[str, Any]) -> None:
+    rows = charts.gap_rows(summary)
+    judged = next(r for r in rows if r["part"] == "judged rows")
+    assert judged["value"] == pytest.approx(100 * summary["gap"]["judged"]["value"])
+    conf = {r["part"]: r for r in rows if r["by"] == "conf_bucket"}
+    deco = summary["gap"]["decomposition"]["conf_bucket"]
+    assert conf["within"]["ci_low"] == pytest.approx(100 * deco["within"]["ci_low"])
+    assert conf["composition"]["value"] + conf["within"]["value"] == pytest.approx(
+        conf["gap"]["value"]
+    )
+
+
+def test_decomposition_rows_sum_to_the_parts(summary: dict[str, Any]) -> None:
+    rows = [r for r in charts.decomposition_rows(summary) if r["by"] == "script"]
+    deco = summary["gap"]["decomposition"]["script"]
+    for part in ("composition", "within"):
+        total = sum(r["value"] for r in rows if r["part"] == part)
+        assert total == pytest.approx(100 * deco[part]["value"], abs=1e-6)
+
+
+def test_speed_chart_has_measured_point_at_traced_k(summary: dict[str, Any]) -> None:
+    spec = charts.speed_chart(summary)
+    rows = values(spec)
+    for run in summary["runs"]:
+        for lang, model in run["speed"]["by_lang"].items():
+            mine = [r for r in rows if r["lang"] == lang and r["run"].startswith(run["label"])]
+            measured = [r for r in mine if r["series"] == "measured"]
+            assert [(r["k"], r["value"]) for r in measured] == [
+                (model["traced_k"], pytest.approx(model["measured_tokens_per_step"]))
+            ]
+    assert spec["facet"]["column"]["field"] == "run"
+    kinds = {u["mark"]["type"] for u in layers(spec)}
+    assert kinds == {"line", "point"}
+
+
+def test_all_charts_is_json_with_no_nan(summary: dict[str, Any]) -> None:
+    specs = charts.all_charts(summary)
+    assert {"acceptance", "by_script", "by_position_conditional", "gap", "speed"} <= set(specs)
+    json.dumps(specs, allow_nan=False)
+
+
+def test_acceptance_chart_shows_pooled_and_per_run(summary: dict[str, Any]) -> None:
+    rows = values(charts.acceptance_chart(summary))
+    groups = {r["group"] for r in rows}
+    assert "all runs" in groups and len(groups) == 1 + len(summary["runs"])
+    pooled = {r["lang"]: r["rate"] for r in rows if r["group"] == "all runs"}
+    assert pooled == {k: pytest.approx(v["rate"]) for k, v in summary["acceptance"].items()}

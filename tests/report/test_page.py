@@ -1,0 +1,117 @@
+"""The written page: self-contained, one bundle, specs intact, text escaped."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from tests.report.conftest import PAYLOADS
+from tokenlens.errors import TokenlensError
+from tokenlens.report import write_analyze_report
+from tokenlens.report.charts import all_charts
+from tokenlens.report.escape import script_json
+from tokenlens.report.export import MAIN_CHARTS
+from tokenlens.report.html import vega_bundle
+from tokenlens.report.tokenview import Token, hover, token_texts
+
+SPECS = re.compile(r'<script type="application/json" id="tl-specs">(.*?)</script>', re.S)
+
+
+def _specs(html: str) -> str:
+    found = SPECS.search(html)
+    assert found is not None
+    return found[1]
+
+
+@pytest.fixture(scope="module")
+def report(analysis: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_analyze_report(analysis, tmp_path_factory.mktemp("rep") / "report.html")
+
+
+def test_page_is_self_contained_with_one_bundle(report: Path, analysis: Path) -> None:
+    html = report.read_text("utf-8")
+    assert html.count("window.vegaEmbed=") == 1  # the bundle, inlined once
+    assert html.count("</script>") == 3  # specs JSON, bundle, our embed script
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # nothing remote
+    meta = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html)
+    assert meta is not None
+    policy = unescape(meta[1])
+    assert "default-src 'none'" in policy and "connect-src 'none'" in policy
+    summary = json.loads((analysis / "summary.json").read_text("utf-8"))
+    assert json.loads(_specs(html)) == json.loads(json.dumps(all_charts(summary)))
+    for chart_id in all_charts(summary):
+        assert f'id="chart-{chart_id}"' in html
+    footer = html[html.index("<footer>") :]
+    assert summary["signature"] in footer
+    assert all(run["signature"] in footer for run in summary["runs"])
+
+
+def test_main_charts_exported(report: Path) -> None:
+    for chart_id in MAIN_CHARTS:
+        assert (report.parent / "charts" / f"{chart_id}.svg").read_text("utf-8").startswith("<svg")
+        png = (report.parent / "charts" / f"{chart_id}.png").read_bytes()
+        assert png.startswith(b"\x89PNG")
+
+
+def test_token_view_states_from_the_events(report: Path) -> None:
+    html = report.read_text("utf-8")
+    view = html[html.index('<div id="token-view">') :]
+    assert view.count('class="request"') >= 2 and 'class="pair"' in view
+    for state in ("accepted", "rejected", "plain"):
+        assert f'class="t {state}"' in view
+    assert re.search(r'class="t accepted" data-pos="\d+" title="step \d+, draft position', view)
+
+
+def test_without_run_directories_only_judged_tokens(analysis: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "ana"
+    shutil.copytree(analysis, moved)
+    summary = json.loads((moved / "summary.json").read_text("utf-8"))
+    for run in summary["runs"]:
+        run["path"] = str(tmp_path / "gone" / run["label"])
+    (moved / "summary.json").write_text(json.dumps(summary), "utf-8")
+    html = write_analyze_report(moved).read_text("utf-8")
+    view = html[html.index('<div id="token-view">') :]
+    assert 'class="t plain"' not in view and 'class="t accepted"' in view
+    assert 'class="t gap"' in view  # the bonus tokens, whose text only the run had
+
+
+def test_missing_summary_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(TokenlensError, match=r"summary\.json: not found"):
+        write_analyze_report(tmp_path)
+
+
+def test_script_json_cannot_close_or_confuse_a_script_element() -> None:
+    dumped = script_json({"k": list(PAYLOADS)})
+    for bad in ("<", ">", "&", "\u2028", "\u2029"):
+        assert bad not in dumped
+    assert json.loads(dumped) == {"k": list(PAYLOADS)}
+
+
+def test_token_texts_put_a_split_character_on_its_first_fragment() -> None:
+    kanji = "咲".encode()
+    assert token_texts([b"a", kanji[:2], kanji[2:], b"b"]) == ["a", "咲", "", "b"]
+
+
+def test_hover_names_draft_emitted_and_confidence() -> None:
+    token = Token("x", "rejected", 3, 1, "foo", " bar", 0.81, 0.25)
+    text = hover(token)
+    assert "step 3, draft position 1: rejected" in text
+    assert 'draft: "foo"' in text and 'emitted: " bar"' in text
+    assert "top-1 probability: 0.810" in text and "emitted token: 0.250" in text
+
+
+def test_poisoned_outputs_are_escaped_everywhere(poisoned: Path) -> None:
+    html = write_analyze_report(poisoned).read_text("utf-8")
+    assert html.count("</script>") == 3
+    html = html.replace(vega_bundle(), "")  # the library's own code mentions <img
+    assert "<img" not in html and "<b id=pwn" not in html and "</textarea>" not in html
+    assert "<!--" not in html
+    specs = _specs(html)
+    assert "\u2028" not in specs
+    groups = [row["group"] for row in json.loads(specs)["by_pos"]["data"]["values"]]
+    assert PAYLOADS[1] in groups  # survived the trip through the JSON intact

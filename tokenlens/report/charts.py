@@ -1,0 +1,380 @@
+"""Vega-Lite chart specs (built with Altair) from an analysis ``summary.json``.
+
+Each function takes the parsed summary and returns a plain Vega-Lite dict with its
+data inline, so the page needs no data files and the tests can check data values and
+encodings without rendering. Rates are shown with their request-clustered 95%
+intervals (a rule from ci_low to ci_high) and their row counts (a bar strip under the
+rates), because a rate without its n invites over-reading sparse classes; sparse
+groups (fewer rows than min_count) are drawn hollow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import altair as alt
+
+Spec = dict[str, Any]
+Row = dict[str, Any]
+
+# Fixed colours so Japanese and English look the same in every chart of the page.
+_LANG_COLOURS = ("#e45756", "#4c78a8", "#54a24b", "#b279a2", "#f58518", "#72b7b2")
+WIDTH = 520
+
+# (summary key, title, x-axis title); the order is the order on the page.
+RATE_SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("by_script", "Acceptance by script", "script of the emitted token"),
+    ("by_pos", "Acceptance by part of speech", "part of speech (UniDic pos1 / word class)"),
+    ("by_particle", "Acceptance by particle type", "particle type"),
+    ("by_boundary", "Acceptance by boundary relation", "token against morpheme boundaries"),
+    ("by_position", "Acceptance by draft position, unconditional", "draft position"),
+    (
+        "by_position_conditional",
+        "Acceptance by draft position, conditional on reaching it",
+        "draft position",
+    ),
+    ("by_bpe_rank", "Acceptance by BPE rank", "BPE rank of the emitted token"),
+    ("by_confidence", "Acceptance by the target's confidence", "target top-1 probability"),
+)
+
+
+def _data(rows: list[Row]) -> alt.Data:
+    """Inline rows (Altair's Data constructor is untyped)."""
+    return alt.Data(values=rows)  # type: ignore[no-untyped-call]
+
+
+def _num(value: Any) -> float | None:
+    """A finite float or None: JSON has no NaN, and Vega-Lite drops nulls from scales."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _pp(value: Any) -> float | None:
+    """A difference of rates in percentage points."""
+    number = _num(value)
+    return None if number is None else 100.0 * number
+
+
+def languages(summary: Mapping[str, Any]) -> list[str]:
+    """Languages of the analysis, Japanese and English first (the comparison studied)."""
+    langs = list(summary.get("acceptance") or {})
+    return sorted(langs, key=lambda lang: ({"ja": 0, "en": 1}.get(lang, 2), lang))
+
+
+def _lang_color(langs: list[str]) -> alt.Color:
+    colours = [_LANG_COLOURS[i % len(_LANG_COLOURS)] for i in range(len(langs))]
+    return alt.Color("lang:N", title="language", scale=alt.Scale(domain=langs, range=colours))
+
+
+def rate_rows(section: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[Row]:
+    """Flatten ``{lang: {group: stats}}`` into one row per (lang, group)."""
+    return [
+        {
+            "lang": lang,
+            "group": str(group),
+            "rate": _num(stats.get("rate")),
+            "ci_low": _num(stats.get("ci_low")),
+            "ci_high": _num(stats.get("ci_high")),
+            "n": int(stats.get("n") or 0),
+            "sparse": bool(stats.get("sparse", False)),
+        }
+        for lang, groups in section.items()
+        for group, stats in groups.items()
+    ]
+
+
+def _first_seen(values: Iterable[str]) -> list[str]:
+    """Distinct values in first-seen order: the analysis writes buckets in scale order."""
+    return list(dict.fromkeys(values))
+
+
+def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -> Spec:
+    """One ``by_*`` section of the summary as rates with intervals and counts."""
+    rows = rate_rows(summary.get(key) or {})
+    groups = _first_seen(r["group"] for r in rows)
+    if key.startswith("by_position"):
+        groups.sort(key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
+    return _rate_spec(rows, groups, languages(summary), title, x_title)
+
+
+def acceptance_chart(summary: Mapping[str, Any]) -> Spec:
+    """vLLM's acceptance rate per language, pooled and per run (the headline numbers)."""
+    sources: list[tuple[str, Mapping[str, Any]]] = [("all runs", summary.get("acceptance") or {})]
+    runs = summary.get("runs") or []
+    if len(runs) > 1:
+        sources += [(f"{r['label']} ({r['method']}, k={r['k']})", r["acceptance"]) for r in runs]
+    rows = [
+        dict(row, lang=row["group"], group=label)
+        for label, section in sources
+        for row in rate_rows({"_": section})
+    ]
+    groups = [label for label, _ in sources]
+    title = "Acceptance rate (accepted / draft tokens, as vLLM counts)"
+    return _rate_spec(rows, groups, languages(summary), title, "runs")
+
+
+def _rate_spec(
+    rows: list[Row], groups: list[str], langs: list[str], title: str, x_title: str
+) -> Spec:
+    """Rates per group and language with CI rules, over a strip of row counts."""
+    color = _lang_color(langs)
+    x = alt.X("group:N", sort=groups, title=x_title, axis=alt.Axis(labelAngle=0, labelLimit=160))
+    xo = alt.XOffset("lang:N", sort=langs)
+    tooltip = [
+        alt.Tooltip("lang:N", title="language"),
+        alt.Tooltip("group:N", title="group"),
+        alt.Tooltip("rate:Q", format=".3f"),
+        alt.Tooltip("ci_low:Q", format=".3f", title="95% CI low"),
+        alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high"),
+        alt.Tooltip("n:Q", title="rows"),
+        alt.Tooltip("sparse:N", title="sparse (< min_count)"),
+    ]
+    base = alt.Chart(_data(rows))
+    ci = base.mark_rule(strokeWidth=2).encode(
+        x=x, xOffset=xo, y="ci_low:Q", y2="ci_high:Q", color=color, tooltip=tooltip
+    )
+    points = base.mark_point(size=70, filled=True, strokeWidth=2).encode(
+        x=x,
+        xOffset=xo,
+        y=alt.Y("rate:Q", title="acceptance rate", scale=alt.Scale(domain=[0, 1])),
+        color=color,
+        fill=alt.condition("datum.sparse", alt.value("white"), color),
+        tooltip=tooltip,
+    )
+    counts = base.mark_bar().encode(
+        x=alt.X("group:N", sort=groups, axis=None),
+        xOffset=xo,
+        y=alt.Y("n:Q", title="rows"),
+        color=color,
+        tooltip=tooltip,
+    )
+    top = alt.layer(ci, points).properties(width=WIDTH, height=220)
+    chart = alt.vconcat(top, counts.properties(width=WIDTH, height=60), title=title, spacing=4)
+    return chart.to_dict()
+
+
+_PARTS = ("gap", "composition", "within")
+
+
+def gap_rows(summary: Mapping[str, Any]) -> list[Row]:
+    """The JA-EN gap and its composition / within parts per decomposition, in pp."""
+    gap = summary.get("gap") or {}
+    rows: list[Row] = []
+    for key, label in (("overall", "all rows (vLLM)"), ("judged", "judged rows")):
+        if gap.get(key):
+            rows.append(_value_row(gap[key], by="total", part=label))
+    for by, deco in (gap.get("decomposition") or {}).items():
+        rows += [_value_row(deco[part], by=by, part=part) for part in _PARTS if deco.get(part)]
+    return rows
+
+
+def _value_row(stat: Mapping[str, Any], **labels: str) -> Row:
+    return {
+        **labels,
+        "value": _pp(stat.get("value")),
+        "ci_low": _pp(stat.get("ci_low")),
+        "ci_high": _pp(stat.get("ci_high")),
+        "n": int(stat.get("n") or 0),
+    }
+
+
+def gap_chart(summary: Mapping[str, Any]) -> Spec:
+    """Gap, composition and within parts per decomposition, with intervals (pp)."""
+    rows = gap_rows(summary)
+    parts = _first_seen(r["part"] for r in rows)
+    color = alt.Color("part:N", title="part", sort=parts)
+    y = alt.Y("by:N", sort=_first_seen(r["by"] for r in rows), title="decomposed by")
+    yo = alt.YOffset("part:N", sort=parts)
+    tooltip = [
+        alt.Tooltip("by:N", title="decomposed by"),
+        alt.Tooltip("part:N"),
+        alt.Tooltip("value:Q", format="+.1f", title="pp"),
+        alt.Tooltip("ci_low:Q", format="+.1f", title="95% CI low"),
+        alt.Tooltip("ci_high:Q", format="+.1f", title="95% CI high"),
+        alt.Tooltip("n:Q", title="judged rows"),
+    ]
+    base = alt.Chart(_data(rows))
+    zero = alt.Chart(_data([{"zero": 0}])).mark_rule(color="#888").encode(x="zero:Q")
+    ci = base.mark_rule(strokeWidth=2).encode(
+        y=y, yOffset=yo, x="ci_low:Q", x2="ci_high:Q", color=color, tooltip=tooltip
+    )
+    points = base.mark_point(filled=True, size=70).encode(
+        y=y,
+        yOffset=yo,
+        x=alt.X("value:Q", title="Japanese − English, percentage points"),
+        color=color,
+        tooltip=tooltip,
+    )
+    title = "Japanese − English gap and its decomposition (judged rows unless noted)"
+    chart = alt.layer(zero, ci, points, title=title).properties(width=WIDTH, height=alt.Step(14))
+    return chart.to_dict()
+
+
+def decomposition_rows(summary: Mapping[str, Any]) -> list[Row]:
+    """Per-class composition and within contributions of every decomposition, in pp."""
+    decompositions = (summary.get("gap") or {}).get("decomposition") or {}
+    return [
+        {
+            "by": by,
+            "class": str(cls["class"]),
+            "part": part,
+            "value": _pp((cls.get(part) or {}).get("value")),
+            "shared": bool(cls.get("shared")),
+            "share_ja": _num(cls.get("share_ja")),
+            "share_en": _num(cls.get("share_en")),
+            "rate_ja": _num(cls.get("rate_ja")),
+            "rate_en": _num(cls.get("rate_en")),
+        }
+        for by, deco in decompositions.items()
+        for cls in deco.get("classes") or []
+        for part in ("composition", "within")
+    ]
+
+
+def decomposition_chart(summary: Mapping[str, Any]) -> Spec:
+    """Which classes carry the gap: a diverging bar per class and part, one row per split."""
+    rows = decomposition_rows(summary)
+    tooltip = [
+        alt.Tooltip("by:N", title="decomposed by"),
+        alt.Tooltip("class:N"),
+        alt.Tooltip("part:N"),
+        alt.Tooltip("value:Q", format="+.2f", title="pp"),
+        alt.Tooltip("shared:N", title="both languages have it"),
+        alt.Tooltip("share_ja:Q", format=".1%", title="share of ja rows"),
+        alt.Tooltip("share_en:Q", format=".1%", title="share of en rows"),
+        alt.Tooltip("rate_ja:Q", format=".3f"),
+        alt.Tooltip("rate_en:Q", format=".3f"),
+    ]
+    bars = (
+        alt.Chart(_data(rows))
+        .mark_bar()
+        .encode(
+            y=alt.Y("class:N", sort=None, title=None),
+            yOffset=alt.YOffset("part:N"),
+            x=alt.X("value:Q", title="contribution to the gap, pp"),
+            color=alt.Color("part:N", title="part"),
+            tooltip=tooltip,
+        )
+        .properties(width=WIDTH - 60, height=alt.Step(9))
+    )
+    by_order = _first_seen(r["by"] for r in rows)
+    chart = bars.facet(
+        row=alt.Row("by:N", sort=by_order, title=None, header=alt.Header(labelAngle=0)),
+        title="Per-class contributions to the gap (composition: shares; within: rates)",
+    )
+    spec: Spec = chart.resolve_scale(y="independent").to_dict()
+    return spec
+
+
+_SERIES = ("model (measured a_j)", "i.i.d. formula")
+
+
+def speed_rows(summary: Mapping[str, Any]) -> list[Row]:
+    """Speed-model curves per run and language, and the measured tokens per step."""
+    rows: list[Row] = []
+    for run in summary.get("runs") or []:
+        label = f"{run['label']} ({run['method']})"
+        for lang, model in ((run.get("speed") or {}).get("by_lang") or {}).items():
+            common = {"run": label, "lang": lang}
+            for point in model.get("per_k") or []:
+                extra = {"k": int(point["k"]), "extrapolated": bool(point.get("extrapolated"))}
+                rows += [
+                    {
+                        **common,
+                        **extra,
+                        "metric": "tokens / step",
+                        "series": "model (measured a_j)",
+                        "value": _num(point.get("tokens_per_step")),
+                    },
+                    {
+                        **common,
+                        **extra,
+                        "metric": "tokens / step",
+                        "series": "i.i.d. formula",
+                        "value": _num(point.get("tokens_per_step_iid")),
+                    },
+                    {
+                        **common,
+                        **extra,
+                        "metric": "speedup",
+                        "series": "model (measured a_j)",
+                        "value": _num(point.get("speedup")),
+                    },
+                ]
+            rows.append(
+                {
+                    **common,
+                    "k": int(model.get("traced_k") or 0),
+                    "extrapolated": False,
+                    "metric": "tokens / step",
+                    "series": "measured",
+                    "value": _num(model.get("measured_tokens_per_step")),
+                }
+            )
+    return rows
+
+
+def speed_chart(summary: Mapping[str, Any]) -> Spec:
+    """Predicted tokens/step and speedup against k, with the measured point at traced k."""
+    rows = speed_rows(summary)
+    color = _lang_color(languages(summary))
+    tooltip = [
+        alt.Tooltip("run:N"),
+        alt.Tooltip("lang:N", title="language"),
+        alt.Tooltip("k:Q"),
+        alt.Tooltip("series:N"),
+        alt.Tooltip("value:Q", format=".3f"),
+        alt.Tooltip("extrapolated:N"),
+    ]
+    x = alt.X("k:Q", title="num_speculative_tokens k", axis=alt.Axis(tickMinStep=1))
+    y = alt.Y("value:Q", title=None, scale=alt.Scale(zero=False))
+    lines = (
+        alt.Chart()
+        .transform_filter("datum.series !== 'measured'")
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            strokeDash=alt.StrokeDash(
+                "series:N",
+                title="series",
+                scale=alt.Scale(domain=list(_SERIES), range=[[1, 0], [5, 4]]),
+            ),
+            detail="series:N",
+            tooltip=tooltip,
+        )
+    )
+    measured = (
+        alt.Chart()
+        .transform_filter("datum.series === 'measured'")
+        .mark_point(shape="diamond", size=160, filled=True, stroke="black", strokeWidth=1)
+        .encode(x=x, y=y, color=color, tooltip=tooltip)
+    )
+    layered = alt.layer(lines, measured, data=_data(rows)).properties(width=260, height=170)
+    chart = layered.facet(
+        row=alt.Row("metric:N", title=None, sort=["tokens / step", "speedup"]),
+        column=alt.Column("run:N", title=None),
+        title="Speed model: prediction vs measurement (diamond: measured at the traced k)",
+    )
+    spec: Spec = chart.resolve_scale(y="independent").to_dict()
+    return spec
+
+
+def all_charts(summary: Mapping[str, Any]) -> dict[str, Spec]:
+    """Every chart of the analyze report, by a stable id (also the export file name)."""
+    charts: dict[str, Spec] = {"acceptance": acceptance_chart(summary)}
+    for key, title, x_title in RATE_SECTIONS:
+        if summary.get(key):
+            charts[key] = rate_chart(summary, key, title, x_title)
+    if summary.get("gap"):
+        charts["gap"] = gap_chart(summary)
+        if decomposition_rows(summary):
+            charts["decomposition"] = decomposition_chart(summary)
+    if speed_rows(summary):
+        charts["speed"] = speed_chart(summary)
+    return charts

@@ -1,0 +1,32 @@
+"""PNG and SVG files of the main charts, for slides and blog posts (rendered by
+vl-convert, no browser)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import vl_convert
+
+from tokenlens.report.html import vega_lite_version
+
+# The charts worth a figure of their own; the rest stay in the page.
+MAIN_CHARTS = ("acceptance", "by_script", "by_position", "by_position_conditional", "gap", "speed")
+
+
+def export_charts(specs: Mapping[str, dict[str, Any]], out_dir: Path) -> list[Path]:
+    """Write ``ID.svg`` and ``ID.png`` (2x scale) for each main chart present."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    version = vega_lite_version()
+    written: list[Path] = []
+    for chart_id in MAIN_CHARTS:
+        spec = specs.get(chart_id)
+        if spec is None:
+            continue
+        svg = out_dir / f"{chart_id}.svg"
+        svg.write_text(vl_convert.vegalite_to_svg(spec, vl_version=version), "utf-8")
+        png = out_dir / f"{chart_id}.png"
+        png.write_bytes(vl_convert.vegalite_to_png(spec, vl_version=version, scale=2))
+        written += [svg, png]
+    return written
