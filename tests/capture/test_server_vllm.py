@@ -148,7 +148,7 @@ def test_trace_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> N
             assert outputs[ev["request_id"]][ev["output_index"]] == ev["emitted_token_id"]
     # A second run against the same server and trace directory sees only its own events.
     proc = subprocess.run(
-        [*cmd[:-3], str(tmp_path / "run2"), "--quiet"],
+        [*cmd[:-2], str(tmp_path / "run2"), "--quiet"],
         cwd=REPO,
         capture_output=True,
         text=True,
