@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, ascii_share, japanese_share, write_prompts
-from tokenlens.capture.reconcile import reconcile
+from tests.support import REPO, ascii_share, check_events, japanese_share, write_prompts
 from tokenlens.engine.config import EngineConfig, SamplingConfig
 from tokenlens.engine.runner import Engine, jobs_from_prompts
 from tokenlens.prompts import read_prompts
@@ -97,8 +96,7 @@ def test_manifest_and_events(dm3_run: Run) -> None:
     assert man["tokenizer"] == "qwen2.5" and man["vllm_version"] == "0.32.0"
     assert "method:draft_model|k:3" in man["signature"]
     assert man["reconciliation"] == {"exact": True, "differences": []}
-    assert dm3_run.events is not None
-    assert reconcile(dm3_run.events, dm3_run.metrics) == []
+    check_events(dm3_run)
 
 
 def test_greedy_speculation_matches_plain_decoding(

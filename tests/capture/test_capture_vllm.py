@@ -17,8 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support import REPO, write_prompts
-from tokenlens.capture.reconcile import reconcile
+from tests.support import REPO, check_events, write_prompts
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.rundir import Run, read_run
 from tokenlens.trace import TraceConfig, run_trace
@@ -69,22 +68,6 @@ def prompts(n_per_lang: int, max_tokens: int) -> list[dict[str, object]]:
             }
         )
     return out
-
-
-def check_events(run: Run) -> None:
-    """The contract's invariant against vLLM's counters, and the token identities."""
-    assert run.events is not None
-    assert reconcile(run.events, run.metrics) == []
-    outputs = {r["request_id"]: r["output_token_ids"] for r in run.requests.to_pylist()}
-    judged = 0
-    for ev in run.events.to_pylist():
-        assert ev["request_id"] in outputs
-        if ev["accepted"]:
-            assert ev["emitted_token_id"] == ev["draft_token_id"]
-        if ev["output_index"] is not None:
-            assert outputs[ev["request_id"]][ev["output_index"]] == ev["emitted_token_id"]
-            judged += 1
-    assert judged > 0
 
 
 def trace(tmp: Path, method: str, k: int, n_per_lang: int, max_tokens: int, **kw: object) -> Run:
