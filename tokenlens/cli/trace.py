@@ -18,7 +18,28 @@ from tokenlens.cli.common import (
 )
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
+from tokenlens.models.tiny import TINY_NAMES
 from tokenlens.trace import BASELINE, TraceConfig, run_trace
+
+# vLLM 0.32's load formats (vllm.model_executor.model_loader.LoadFormats), copied because
+# the CLI process never imports vLLM.
+LOAD_FORMATS = (
+    "auto",
+    "hf",
+    "dummy",
+    "fastsafetensors",
+    "instanttensor",
+    "ipc_cache",
+    "mistral",
+    "modelexpress",
+    "npcache",
+    "pt",
+    "runai_streamer",
+    "runai_streamer_sharded",
+    "safetensors",
+    "sharded_state",
+    "tensorizer",
+)
 
 HELP = """\
 Generate every prompt of a JSONL prompt file with vLLM and write a run directory:
@@ -34,8 +55,12 @@ examples:
   tokenlens trace --prompts corpora/demo.jsonl --method ngram --num-spec 3 --out runs/ng3
   tokenlens trace --prompts corpora/demo.jsonl --out runs/baseline          (no speculation)
   tokenlens trace --prompts p.jsonl --model Qwen/Qwen3.5-4B --method mtp --out runs/mtp3
+  tokenlens trace --prompts p.jsonl --model tiny-mimo-mtp --method mtp --num-spec 2 \\
+      --load-format dummy --out runs/tiny-mtp      (code path only: random weights)
+  tokenlens trace --prompts p.jsonl --model tiny-qwen3 --method dflash \\
+      --draft-model tiny-qwen3-dflash --load-format dummy --out runs/tiny-dflash
   TOKENLENS_TRACE_DIR=/traces vllm serve ... &     (a server with the plugin enabled)
-  tokenlens trace --prompts p.jsonl --server http://127.0.0.1:8000 --server-trace-dir /traces \
+  tokenlens trace --prompts p.jsonl --server http://127.0.0.1:8000 --server-trace-dir /traces \\
       --method draft_model --num-spec 3 --out runs/served
 """
 
@@ -50,7 +75,9 @@ def register(sub: Any) -> None:
     p.add_argument("--prompts", required=True, type=existing_file, help="prompt file (JSONL)")
     p.add_argument("--out", required=True, type=Path, help="run directory to create")
     p.add_argument(
-        "--model", help="target model: path, hub id, or 'target' (default: embedded 1.5B)"
+        "--model",
+        help="target model: path, hub id, 'target' (default: embedded 1.5B), or a tiny "
+        "weightless model (with --load-format dummy)",
     )
     p.add_argument(
         "--tokenizer",
@@ -101,6 +128,16 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=positive_int, help="at most N prompts per language")
     p.add_argument("--max-model-len", type=positive_int, default=4096)
     p.add_argument("--dtype", default="auto", help="vLLM dtype (default: auto)")
+    p.add_argument(
+        "--load-format",
+        choices=LOAD_FORMATS,
+        default="auto",
+        metavar="FORMAT",
+        help="how vLLM loads the weights, as vLLM names it: auto (default), safetensors, pt, "
+        "dummy, ... 'dummy' uses random weights: "
+        "acceptance and outputs are meaningless; it exists to test code paths, e.g. with "
+        f"the weightless tiny models ({', '.join(TINY_NAMES)})",
+    )
     p.add_argument(
         "--no-chat", action="store_true", help="send 'text' prompts raw, without the chat template"
     )
@@ -156,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         max_model_len=args.max_model_len,
         dtype=args.dtype,
+        load_format=args.load_format,
         langs=tuple(args.lang) if args.lang else None,
         limit=args.limit,
         cap_tokens=args.cap_tokens,

@@ -1,0 +1,183 @@
+"""Tiny model directories that exist only to prove code paths, never for measurements.
+
+The speculative methods of the original study, MTP and D-Flash, need model families
+(Qwen3.5, Qwen3-Next) that vLLM's CPU build cannot run here. These directories hold
+just a ``config.json`` of a tiny model of a family that does run on the CPU, a
+``generation_config.json`` and the Qwen2.5 tokenizer files (copied from the embedded
+0.5B drafter's directory), and no weights: they are loaded with vLLM's
+``load_format="dummy"`` (random weights). That is enough to drive vLLM's MTP and
+D-Flash proposers, the tokenlens plugin and the analysis end to end, but the drafts
+of random weights are meaningless: acceptance, speed and outputs of these models say
+nothing about the methods.
+
+- ``tiny-mimo-mtp``: ``MiMoForCausalLM`` (Qwen2-like) with one MTP layer, the target
+  for ``method="mtp"`` (vLLM builds the drafter from the target's own config).
+- ``tiny-qwen3``: a ``Qwen3ForCausalLM`` target for ``method="dflash"``.
+- ``tiny-qwen3-dflash``: the D-Flash drafter (``DFlashDraftModel``) conditioned on
+  ``tiny-qwen3``'s hidden states (``dflash_config.target_layer_ids``).
+
+Directories are built in the tokenlens cache like the embedded models: in a temporary
+directory, completion marker written last, then renamed into place; a directory whose
+marker does not match the current spec is rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tokenlens.errors import TokenlensError
+from tokenlens.models.cache import cache_root
+from tokenlens.models.embedded import DRAFTER, MARKER, ensure_model
+from tokenlens.progress import SILENT, Progress
+
+# Bump when what a directory holds changes (a changed config is caught by the marker itself).
+TINY_VERSION = 1
+# Files taken from the embedded drafter's directory (the Qwen2.5 tokenizer and chat template).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+# The load format these directories need: they have no weights.
+TINY_LOAD_FORMAT = "dummy"
+# The tokenizer every tiny model uses (a built-in name of tokenlens.text.tokenizers).
+TINY_TOKENIZER = "qwen2.5"
+
+# Shared by all three so that the drafters fit their targets: the Qwen2.5 vocabulary
+# (151,936 ids, the same size as the embedded models') and a 128-wide hidden state.
+_COMMON: dict[str, Any] = {
+    "vocab_size": 151936,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "hidden_act": "silu",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "initializer_range": 0.02,
+    "use_cache": True,
+    "use_sliding_window": False,
+    "sliding_window": None,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "torch_dtype": "float32",
+    "dtype": "float32",
+}
+
+TINY_CONFIGS: dict[str, dict[str, Any]] = {
+    # vLLM turns a MiMo target into its own MTP drafter (MiMoMTPModel) from
+    # num_nextn_predict_layers; transformers has no "mimo" type, so it is read as qwen2.
+    "tiny-mimo-mtp": {
+        **_COMMON,
+        "architectures": ["MiMoForCausalLM"],
+        "model_type": "qwen2",
+        "num_hidden_layers": 2,
+        "max_window_layers": 2,
+        "num_nextn_predict_layers": 1,
+    },
+    "tiny-qwen3": {
+        **_COMMON,
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "num_hidden_layers": 2,
+        "max_window_layers": 2,
+    },
+    # The keys vLLM 0.32 reads from a D-Flash drafter (vllm/model_executor/models/
+    # qwen3_dflash.py): the architecture (-> DFlashQwen3ForCausalLM), the zero-based
+    # target layers whose outputs it is conditioned on (both of tiny-qwen3's; their
+    # width, 2 x 128, is its fc input), the id its query slots are filled with (an
+    # unused id of the padded Qwen2.5 vocabulary, like published drafters' 151669), and
+    # full, non-causal attention (layer_types without sliding layers). The embedding
+    # and lm_head are the target's: vLLM shares them when the drafter has none.
+    "tiny-qwen3-dflash": {
+        **_COMMON,
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "num_hidden_layers": 1,
+        "max_window_layers": 1,
+        "layer_types": ["full_attention"],
+        "dflash_config": {"mask_token_id": 151669, "target_layer_ids": [0, 1]},
+    },
+}
+TINY_NAMES = tuple(TINY_CONFIGS)
+GENERATION_CONFIG = {"bos_token_id": 151643, "eos_token_id": 151645, "pad_token_id": 151643}
+
+
+def is_tiny(name: str | None) -> bool:
+    """Whether ``name`` is one of the tiny models of this module."""
+    return name in TINY_CONFIGS
+
+
+def tiny_dir(name: str, cache: Path | None = None) -> Path:
+    return (cache or cache_root()) / "models" / name
+
+
+def _expected_marker(name: str) -> dict[str, Any]:
+    return {
+        "tiny": name,
+        "tiny_version": TINY_VERSION,
+        "config": TINY_CONFIGS[name],
+        "load_format": TINY_LOAD_FORMAT,
+        "purpose": "code paths only: dummy weights, meaningless acceptance",
+    }
+
+
+def check_tiny_dir(name: str, directory: Path) -> str | None:
+    """Why ``directory`` cannot be used for tiny model ``name`` (None when it can)."""
+    marker_path = directory / MARKER
+    if not marker_path.is_file():
+        return "no completion marker (never built or interrupted)"
+    try:
+        marker = json.loads(marker_path.read_text())
+    except ValueError:
+        return "unreadable completion marker"
+    expected = _expected_marker(name)
+    if {k: marker.get(k) for k in expected} != expected:
+        return "built from another spec"
+    for file, size in marker.get("files", {}).items():
+        path = directory / file
+        if not path.is_file() or path.stat().st_size != size:
+            return f"{file} is missing or has the wrong size"
+    return None
+
+
+def ensure_tiny(name: str, cache: Path | None = None, progress: Progress = SILENT) -> Path:
+    """The directory of tiny model ``name``, built if missing or stale.
+
+    Builds (and so may download) the embedded 0.5B drafter the first time, for its
+    tokenizer files.
+    """
+    if not is_tiny(name):
+        raise TokenlensError(f"unknown tiny model {name!r} (choose from {list(TINY_NAMES)})")
+    root = cache or cache_root()
+    out = tiny_dir(name, root)
+    problem = check_tiny_dir(name, out) if out.exists() else "not built"
+    if problem is None:
+        return out
+    if out.exists():
+        progress.note(f"rebuilding {name}: {problem}")
+    source = ensure_model(DRAFTER, root, progress)
+    tmp = out.with_name(f"{out.name}.building-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        (tmp / "config.json").write_text(json.dumps(TINY_CONFIGS[name], indent=2) + "\n")
+        (tmp / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2) + "\n")
+        for file in TOKENIZER_FILES:
+            shutil.copyfile(source / file, tmp / file)
+        files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
+        marker = {**_expected_marker(name), "files": files}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise TokenlensError(f"cannot build {name} in {root}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
