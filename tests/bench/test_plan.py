@@ -1,0 +1,183 @@
+"""Plan validation: every bad key gives one line naming it; cases expand as documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO, write_prompts
+from tokenlens.bench.check import validated_plan
+from tokenlens.bench.plan import load_plan
+from tokenlens.bench.vllm_check import check_plan, vllm_vocabulary
+from tokenlens.errors import TokenlensError
+
+BASE = """
+[bench]
+warmup = 1
+repeats = 2
+
+[[model]]
+name = "m"
+path = "some/model"
+
+[[method]]
+name = "baseline"
+method = "none"
+
+[[method]]
+name = "ng"
+method = "ngram"
+k = [1, 3]
+
+[[corpus]]
+name = "c"
+path = "prompts.jsonl"
+"""
+
+
+def _plan(tmp_path: Path, text: str) -> Path:
+    write_prompts(
+        tmp_path / "prompts.jsonl",
+        [
+            {"id": "a-ja", "lang": "ja", "text": "こんにちは", "tags": {"length": "medium"}},
+            {"id": "a-en", "lang": "en", "text": "hello", "tags": {"length": "medium"}},
+            {"id": "b-ja", "lang": "ja", "text": "さようなら", "tags": {"length": "long"}},
+            {"id": "b-en", "lang": "en", "text": "goodbye", "tags": {"length": "long"}},
+        ],
+    )
+    path = tmp_path / "plan.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_cases_expand_in_engine_order(tmp_path: Path) -> None:
+    plan = load_plan(_plan(tmp_path, BASE))
+    assert [c.case_id for c in plan.cases] == [
+        "m/baseline/c/all/ja",
+        "m/baseline/c/all/en",
+        "m/ng-k1/c/all/ja",
+        "m/ng-k1/c/all/en",
+        "m/ng-k3/c/all/ja",
+        "m/ng-k3/c/all/en",
+    ]
+    assert [len(c.prompts) for c in plan.cases] == [2] * 6
+    assert (plan.warmup, plan.repeats, plan.concurrency) == (1, 2, 1)
+    assert plan.sampling.temperature == 0.0 and plan.sampling.thinking is False
+
+
+def test_lengths_limit_and_k_selection(tmp_path: Path) -> None:
+    text = BASE.replace('path = "some/model"', 'path = "some/model"\nmethods = ["ng:3"]')
+    text = text.replace(
+        'path = "prompts.jsonl"',
+        'path = "prompts.jsonl"\nlengths = ["long", "medium"]\nlimit = 1\nlangs = ["en"]',
+    )
+    plan = load_plan(_plan(tmp_path, text))
+    assert [c.case_id for c in plan.cases] == ["m/ng-k3/c/medium/en", "m/ng-k3/c/long/en"]
+    assert [[p.id for p in c.prompts] for c in plan.cases] == [["a-en"], ["b-en"]]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("repeats = 2", "repeats = 0", "[bench].repeats: must be at least 1, got 0"),
+        ("repeats = 2", "repeat = 2", "[bench]: unknown key 'repeat'"),
+        ("repeats = 2", 'repeats = "5"', "[bench].repeats: expected an integer, got str"),
+        ("k = [1, 3]", "k = [1, 1]", "[[method]] 'ng'.k: repeats a value"),
+        ("k = [1, 3]", "k = 0", "[[method]] 'ng'.k: expected a positive integer"),
+        ("k = [1, 3]", "kk = 3", "[[method]] 'ng': unknown key 'kk'"),
+        ('method = "none"', 'method = "none"\nk = 3', "a baseline ('none') takes no k"),
+        (
+            'method = "ngram"',
+            'method = "draft_model"',
+            "'ng'.draft_model: method 'draft_model' needs",
+        ),
+        ('path = "prompts.jsonl"', 'path = "nope.jsonl"', "[[corpus]] 'c'.path: no such file"),
+        (
+            'path = "prompts.jsonl"',
+            'path = "prompts.jsonl"\nlangs = ["fr"]',
+            "no prompt of language 'fr'",
+        ),
+        ('name = "m"', 'name = "m/x"', "[[model]] #1.name: 'm/x' must be letters"),
+        ('path = "some/model"', 'path = "x"\nmethods = ["nope"]', "no [[method]] named 'nope'"),
+        (
+            'path = "some/model"',
+            'path = "x"\nmethods = ["ng:2"]',
+            "selects k values the method does not list",
+        ),
+        ('name = "ng"', 'name = "baseline"', "[[method]]: name 'baseline' is used twice"),
+        ("[bench]", "[benchmark]", "plan: unknown key 'benchmark'"),
+        ("[bench]", "[sampling]\ntop_p = 0\n[bench]", "[sampling].top_p: must be in (0, 1]"),
+    ],
+)
+def test_bad_plans_give_one_line_naming_the_key(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    assert old in BASE
+    path = _plan(tmp_path, BASE.replace(old, new, 1))
+    with pytest.raises(TokenlensError) as info:
+        load_plan(path)
+    text = str(info.value)
+    assert message in text and "\n" not in text and text.startswith(str(path))
+
+
+def test_not_toml(tmp_path: Path) -> None:
+    path = tmp_path / "plan.toml"
+    path.write_text("[bench\n", encoding="utf-8")
+    with pytest.raises(TokenlensError, match="not valid TOML"):
+        load_plan(path)
+
+
+@pytest.fixture(scope="module")
+def vocab():  # type: ignore[no-untyped-def]
+    return vllm_vocabulary()
+
+
+def test_vllm_vocabulary_is_read_from_vllm(vocab) -> None:  # type: ignore[no-untyped-def]
+    # The names the original study needs, as the pinned vLLM defines them.
+    assert {"mtp", "dflash", "draft_model", "ngram", "eagle3", "suffix"} <= vocab.methods
+    assert {"num_speculative_tokens", "prompt_lookup_max"} <= vocab.speculative_keys
+    assert {"gpu_memory_utilization", "quantization"} <= vocab.engine_keys
+    assert "fp8" in vocab.quantizations and "dummy" in vocab.load_formats
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('method = "ngram"', 'method = "ngramm"', "vLLM has no speculative method 'ngramm'"),
+        ("k = [1, 3]", "k = [1, 3]\noptions = { lookup = 2 }", "options.lookup: not a field"),
+        ('path = "some/model"', 'path = "x"\ndtype = "fp7"', "'m'.dtype: vLLM accepts"),
+        ('path = "some/model"', 'path = "x"\nquantization = "q9"', "vLLM has no method 'q9'"),
+        ('path = "some/model"', 'path = "x"\nload_format = "zip"', "no load format 'zip'"),
+        ('path = "some/model"', 'path = "x"\nengine = { gpu_mem = 1 }', "engine.gpu_mem: not an"),
+    ],
+)
+def test_vllm_check_names_the_bad_key(  # type: ignore[no-untyped-def]
+    tmp_path: Path, vocab, old: str, new: str, message: str
+) -> None:
+    plan = load_plan(_plan(tmp_path, BASE.replace(old, new, 1)))
+    problems = check_plan(plan, vocab)
+    assert len(problems) == 1 and message in problems[0]
+
+
+@pytest.mark.parametrize("name", ["demo-cpu.toml", "qwen35-rtx4070.toml"])
+def test_shipped_plans_pass_vllm_check(name: str) -> None:
+    plan = validated_plan(REPO / "plans" / name)
+    assert plan.cases
+
+
+def test_qwen35_plan_is_the_original_series() -> None:
+    plan = validated_plan(REPO / "plans" / "qwen35-rtx4070.toml")
+    combos = {(c.model.name, c.method.method, c.k) for c in plan.cases}
+    for model in ("qwen35-2b-fp16", "qwen35-2b-fp8", "qwen35-2b-awq4"):
+        assert {(model, "mtp", k) for k in (1, 3, 5)} | {(model, "none", 0)} <= combos
+    assert {("qwen35-4b-fp8", "dflash", 15), ("qwen35-4b-fp8", "mtp", 3)} <= combos
+    assert ("qwen35-4b-fp8", "none", 0) in combos
+    assert {c.length for c in plan.cases} == {"medium", "long"}
+    assert {c.lang for c in plan.cases} == {"ja", "en"}
+    assert (plan.warmup, plan.repeats) == (1, 5)
+    assert all(
+        c.method.draft_model == "z-lab/Qwen3.5-4B-DFlash"
+        for c in plan.cases
+        if c.method.method == "dflash"
+    )

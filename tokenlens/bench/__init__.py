@@ -1,0 +1,1 @@
+"""``tokenlens bench``: the speed matrix of a plan (methods x k x models x languages)."""

@@ -1,0 +1,46 @@
+"""Plan validation in full (format, corpora, vLLM's accepted names) and ``bench --check``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenlens.bench.plan import Plan, load_plan
+from tokenlens.bench.vllm_check import check_plan, vllm_vocabulary
+from tokenlens.errors import TokenlensError
+
+
+def validated_plan(path: Path, require_vllm: bool = True) -> Plan:
+    """Load ``path`` and check it against the installed vLLM; one error line if anything fails.
+
+    Without vLLM installed (a client measuring a remote server) the vLLM check is
+    skipped unless ``require_vllm``.
+    """
+    plan = load_plan(path)
+    try:
+        vocab = vllm_vocabulary()
+    except ImportError:
+        if not require_vllm:
+            return plan
+        raise TokenlensError(
+            "checking a plan needs vLLM installed "
+            "(scripts/setup.sh, or pip install 'tokenlens[gpu]')"
+        ) from None
+    problems = check_plan(plan, vocab)
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise TokenlensError(f"{path}: {problems[0]}{more}")
+    return plan
+
+
+def describe_plan(path: Path) -> str:
+    """The plan's cases, one line each, after every check passed."""
+    plan = validated_plan(path)
+    engines = len({c.engine_key for c in plan.cases})
+    requests = sum((plan.warmup + plan.repeats) * len(c.prompts) for c in plan.cases)
+    lines = [
+        f"plan {plan.name!r}: {len(plan.cases)} cases on {engines} engines, "
+        f"{requests} requests (warm-up {plan.warmup}, repeats {plan.repeats}); "
+        "all keys accepted by the installed vLLM",
+    ]
+    lines += [f"  {c.case_id}  ({len(c.prompts)} prompts)" for c in plan.cases]
+    return "\n".join(lines)

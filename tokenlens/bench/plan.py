@@ -1,0 +1,420 @@
+"""Bench plans: a TOML file that names models, methods, k, corpora and repeats.
+
+A plan expands into *cases* (model x method x k x corpus x length x language), ordered
+so that cases sharing an engine (same model and speculative config) run back to back
+and the engine is started once for them. Every key is checked here, with one-line
+errors that name the table and key; :mod:`tokenlens.bench.vllm_check` then checks the
+speculative and engine settings against the pinned vLLM's own config definitions.
+The format is documented in docs/bench.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenlens.engine.config import METHODS_WITH_DRAFT_MODEL
+from tokenlens.errors import TokenlensError
+from tokenlens.prompts import Prompt, read_prompts
+
+BASELINE = "none"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A target model and how vLLM loads it."""
+
+    name: str
+    path: str
+    dtype: str = "auto"
+    quantization: str | None = None
+    load_format: str = "auto"
+    max_model_len: int = 4096
+    methods: tuple[str, ...] | None = None  # method names to run (None: all)
+    engine: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """A speculative method (vLLM's name) with its k values and options."""
+
+    name: str
+    method: str
+    k: tuple[int, ...] = (0,)
+    draft_model: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    """A selection of a corpus: languages, lengths (``tags.length``), prompts per group."""
+
+    name: str
+    path: Path
+    langs: tuple[str, ...] = ("ja", "en")
+    lengths: tuple[str, ...] | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling of every request: greedy by default, thinking off where a template has it."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    max_tokens: int | None = None  # cap on every prompt's own max_tokens
+    ignore_eos: bool = False
+    thinking: bool = False
+
+
+@dataclass(frozen=True)
+class Case:
+    """One cell of the speed matrix."""
+
+    index: int
+    model: ModelEntry
+    method: MethodEntry
+    k: int
+    corpus: CorpusEntry
+    length: str
+    lang: str
+    prompts: tuple[Prompt, ...]
+
+    @property
+    def label(self) -> str:
+        return (
+            self.method.name if self.method.method == BASELINE else f"{self.method.name}-k{self.k}"
+        )
+
+    @property
+    def case_id(self) -> str:
+        parts = [self.model.name, self.label, self.corpus.name, self.length or "all", self.lang]
+        return "/".join(parts)
+
+    @property
+    def slug(self) -> str:
+        """The case's directory name under ``runs/``."""
+        return self.case_id.replace("/", ".")
+
+    @property
+    def engine_key(self) -> tuple[str, str, int]:
+        """Cases with equal keys share one engine."""
+        return (self.model.name, self.method.name, self.k)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated plan and the cases it expands to."""
+
+    path: Path
+    sha256: str
+    name: str
+    description: str
+    warmup: int
+    repeats: int
+    concurrency: int
+    chat: bool
+    sampling: Sampling
+    models: tuple[ModelEntry, ...]
+    methods: tuple[MethodEntry, ...]
+    corpora: tuple[CorpusEntry, ...]
+    cases: tuple[Case, ...]
+    raw: dict[str, Any]
+
+
+class _Table:
+    """Typed access to one TOML table; every error names the table and the key."""
+
+    def __init__(self, where: str, data: Any, known: set[str]) -> None:
+        if not isinstance(data, dict):
+            raise TokenlensError(f"{where} must be a table")
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TokenlensError(
+                f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
+            )
+        self.where = where
+        self.data = data
+
+    def fail(self, key: str, message: str) -> TokenlensError:
+        return TokenlensError(f"{self.where}.{key}: {message}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+        if key not in self.data:
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            raise self.fail(key, f"expected {_kind_name(kinds)}, got a boolean")
+        if not isinstance(value, kinds):
+            raise self.fail(key, f"expected {_kind_name(kinds)}, got {type(value).__name__}")
+        return value
+
+    def require(self, key: str, kind: type | tuple[type, ...]) -> Any:
+        if key not in self.data:
+            raise self.fail(key, "missing (required)")
+        return self.get(key, kind)
+
+    def name(self, key: str = "name") -> str:
+        value: str = self.require(key, str)
+        if not _NAME.match(value):
+            raise self.fail(key, f"{value!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    def positive(self, key: str, default: int, minimum: int = 1) -> int:
+        value: int = self.get(key, int, default)
+        if value < minimum:
+            raise self.fail(key, f"must be at least {minimum}, got {value}")
+        return value
+
+    def strings(self, key: str, default: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        value = self.get(key, list, None)
+        if value is None:
+            return default
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, "expected a non-empty list of strings")
+        return tuple(value)
+
+    def table(self, key: str) -> dict[str, Any]:
+        value: dict[str, Any] = self.get(key, dict, {})
+        return dict(value)
+
+
+def _where(kind: str, i: int, data: Any) -> str:
+    """``[[method]] 'ngram'`` when the entry has a usable name, else ``[[method]] #2``."""
+    name = data.get("name") if isinstance(data, dict) else None
+    if isinstance(name, str) and _NAME.match(name):
+        return f"[[{kind}]] {name!r}"
+    return f"[[{kind}]] #{i + 1}"
+
+
+def _kind_name(kinds: tuple[type, ...]) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    names |= {list: "a list", dict: "a table"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _unique(where: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise TokenlensError(f"{where}: name {n!r} is used twice")
+        seen.add(n)
+
+
+def _model(i: int, data: Any) -> ModelEntry:
+    known = {"name", "path", "dtype", "quantization", "load_format", "max_model_len"}
+    t = _Table(_where("model", i, data), data, known | {"methods", "engine"})
+    name = t.name()
+    return ModelEntry(
+        name=name,
+        path=t.require("path", str),
+        dtype=t.get("dtype", str, "auto"),
+        quantization=t.get("quantization", str, None) or None,
+        load_format=t.get("load_format", str, "auto"),
+        max_model_len=t.positive("max_model_len", 4096, minimum=16),
+        methods=t.strings("methods", None),
+        engine=t.table("engine"),
+    )
+
+
+def _method(i: int, data: Any) -> MethodEntry:
+    t = _Table(_where("method", i, data), data, {"name", "method", "k", "draft_model", "options"})
+    name = t.name()
+    method: str = t.require("method", str)
+    draft = t.get("draft_model", str, None)
+    options = t.table("options")
+    if method == BASELINE:
+        if "k" in t.data or draft is not None or options:
+            raise t.fail("method", "a baseline ('none') takes no k, draft_model or options")
+        return MethodEntry(name, method)
+    raw_k = t.require("k", (int, list))
+    ks = [raw_k] if isinstance(raw_k, int) else raw_k
+    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks):
+        raise t.fail("k", "expected a positive integer or a non-empty list of them")
+    if len(set(ks)) != len(ks):
+        raise t.fail("k", f"repeats a value: {ks}")
+    if method in METHODS_WITH_DRAFT_MODEL and draft is None:
+        raise t.fail("draft_model", f"method {method!r} needs a drafter model")
+    if method not in METHODS_WITH_DRAFT_MODEL and draft is not None:
+        raise t.fail("draft_model", f"method {method!r} takes no separate drafter")
+    for key in ("method", "num_speculative_tokens", "model"):
+        if key in options:
+            raise t.fail(
+                f"options.{key}", "set it with the method's own key (method, k, draft_model)"
+            )
+    return MethodEntry(name, method, tuple(ks), draft, options)
+
+
+def _corpus(i: int, data: Any, base: Path) -> CorpusEntry:
+    t = _Table(_where("corpus", i, data), data, {"name", "path", "langs", "lengths", "limit"})
+    name = t.name()
+    path = Path(t.require("path", str))
+    if not path.is_absolute():
+        path = base / path
+    if not path.is_file():
+        raise t.fail("path", f"no such file: {path}")
+    limit = t.get("limit", int, None)
+    if limit is not None and limit < 1:
+        raise t.fail("limit", f"must be at least 1, got {limit}")
+    return CorpusEntry(
+        name=name,
+        path=path,
+        langs=t.strings("langs", ("ja", "en")) or ("ja", "en"),
+        lengths=t.strings("lengths", None),
+        limit=limit,
+    )
+
+
+def _sampling(data: Any) -> Sampling:
+    known = {"temperature", "top_p", "top_k", "seed", "max_tokens", "ignore_eos", "thinking"}
+    t = _Table("[sampling]", data, known)
+    temperature = float(t.get("temperature", (int, float), 0.0))
+    if temperature < 0:
+        raise t.fail("temperature", "must be >= 0")
+    top_p = float(t.get("top_p", (int, float), 1.0))
+    if not 0 < top_p <= 1:
+        raise t.fail("top_p", "must be in (0, 1]")
+    max_tokens = t.get("max_tokens", int, None)
+    if max_tokens is not None and max_tokens < 1:
+        raise t.fail("max_tokens", "must be at least 1")
+    return Sampling(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=t.get("top_k", int, 0),
+        seed=t.get("seed", int, 0),
+        max_tokens=max_tokens,
+        ignore_eos=t.get("ignore_eos", bool, False),
+        thinking=t.get("thinking", bool, False),
+    )
+
+
+def _length(prompt: Prompt) -> str:
+    tags = prompt.tags if isinstance(prompt.tags, dict) else {}
+    value = tags.get("length")
+    return str(value) if value is not None else ""
+
+
+def _select(corpus: CorpusEntry, prompts: list[Prompt]) -> dict[tuple[str, str], list[Prompt]]:
+    """Prompts per (length, lang), at most ``limit`` each, in corpus order."""
+    groups: dict[tuple[str, str], list[Prompt]] = {}
+    lengths = corpus.lengths
+    for p in prompts:
+        length = _length(p)
+        if p.lang not in corpus.langs or (lengths is not None and length not in lengths):
+            continue
+        key = (length if lengths is not None else "", p.lang)
+        group = groups.setdefault(key, [])
+        if corpus.limit is None or len(group) < corpus.limit:
+            group.append(p)
+    where = f"[[corpus]] {corpus.name!r}"
+    for lang in corpus.langs:
+        for length in lengths or ("",):
+            if not groups.get((length, lang)):
+                what = f"language {lang!r}" + (f" and length {length!r}" if length else "")
+                raise TokenlensError(f"{where}: no prompt of {what} in {corpus.path}")
+    return groups
+
+
+def load_plan(path: Path) -> Plan:
+    """Read, validate and expand a plan file."""
+    try:
+        raw_bytes = path.read_bytes()
+    except OSError as exc:
+        raise TokenlensError(f"cannot read plan {path}: {exc.strerror}") from None
+    try:
+        raw = tomllib.loads(raw_bytes.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TokenlensError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return _build(path, raw, hashlib.sha256(raw_bytes).hexdigest())
+    except TokenlensError as exc:
+        raise TokenlensError(f"{path}: {exc}") from None
+
+
+def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
+    _Table("plan", raw, {"bench", "sampling", "model", "method", "corpus"})
+    bench = _Table(
+        "[bench]",
+        raw.get("bench", {}),
+        {"name", "description", "warmup", "repeats", "concurrency", "chat"},
+    )
+    models = [_model(i, d) for i, d in enumerate(_array(raw, "model"))]
+    methods = [_method(i, d) for i, d in enumerate(_array(raw, "method"))]
+    corpora = [_corpus(i, d, path.parent) for i, d in enumerate(_array(raw, "corpus"))]
+    for where, names in (
+        ("[[model]]", [m.name for m in models]),
+        ("[[method]]", [m.name for m in methods]),
+        ("[[corpus]]", [c.name for c in corpora]),
+    ):
+        _unique(where, names)
+    known_methods = {m.name: m for m in methods}
+    cases: list[Case] = []
+    for model in models:
+        chosen = (
+            [_chosen(model, entry, known_methods) for entry in model.methods]
+            if model.methods
+            else [(m, m.k) for m in methods]
+        )
+        for method, ks in chosen:
+            for k in ks:
+                for corpus in corpora:
+                    groups = _select(corpus, read_prompts(corpus.path))
+                    for (length, lang), prompts in groups.items():
+                        cases.append(
+                            Case(len(cases), model, method, k, corpus, length, lang, tuple(prompts))
+                        )
+    return Plan(
+        path=path,
+        sha256=sha,
+        name=bench.get("name", str, path.stem),
+        description=bench.get("description", str, ""),
+        warmup=bench.positive("warmup", 1, minimum=0),
+        repeats=bench.positive("repeats", 5),
+        concurrency=bench.positive("concurrency", 1),
+        chat=bench.get("chat", bool, True),
+        sampling=_sampling(raw.get("sampling", {})),
+        models=tuple(models),
+        methods=tuple(methods),
+        corpora=tuple(corpora),
+        cases=tuple(cases),
+        raw=raw,
+    )
+
+
+def _chosen(
+    model: ModelEntry, entry: str, methods: Mapping[str, MethodEntry]
+) -> tuple[MethodEntry, tuple[int, ...]]:
+    """A ``methods`` entry of a model: ``"name"`` (every k) or ``"name:k1,k2"`` (those k)."""
+    where = f"[[model]] {model.name!r}.methods"
+    name, _, ks = entry.partition(":")
+    if name not in methods:
+        raise TokenlensError(f"{where}: no [[method]] named {name!r}")
+    method = methods[name]
+    if not ks:
+        return method, method.k
+    try:
+        chosen = tuple(int(k) for k in ks.split(","))
+    except ValueError:
+        raise TokenlensError(f"{where}: {entry!r} is not 'name' or 'name:k1,k2'") from None
+    missing = [k for k in chosen if k not in method.k]
+    if method.method == BASELINE or missing:
+        raise TokenlensError(f"{where}: {entry!r} selects k values the method does not list")
+    return method, chosen
+
+
+def _array(raw: Mapping[str, Any], key: str) -> list[Any]:
+    value = raw.get(key)
+    if value is None:
+        raise TokenlensError(f"needs at least one [[{key}]] table")
+    if not isinstance(value, list):
+        raise TokenlensError(f"'{key}' must be an array of tables, written [[{key}]]")
+    return value

@@ -1,0 +1,98 @@
+"""``tokenlens bench``: the speed matrix of a plan."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from tokenlens.cli.common import add_progress_flag, existing_file, formatter, progress_for, say
+
+HELP = """\
+Measure decoding speed for every case of a TOML plan: models x speculative methods
+x k x corpus x length x language. Each case gets warm-up runs, then measured repeats;
+per repeat tok/s (output tokens / wall time), characters/s and UTF-8 bytes/s of the
+output text and time to first token; per case the median and min-max, and vLLM's
+acceptance rate, mean acceptance length and per-position acceptance taken from its
+own counters (differenced around the case). One engine serves every case that shares
+a model and speculative config. Every case also leaves a traced run directory that
+`tokenlens analyze` reads.
+
+An interrupted bench resumes where it stopped: run the same command again (finished
+cases are never re-run). --restart discards earlier results in --out.
+
+Outputs: OUT/results.csv (one row per case, columns in docs/bench.md), OUT/results.md
+(tables to paste: tok/s, chars/s, acceptance, speedup, EN/JA ratio), OUT/report.html,
+OUT/runs/<case>/ (run directories), OUT/logs/ (vLLM's logs), OUT/bench.json.
+
+Plans: plans/demo-cpu.toml (embedded Qwen pair on CPU, ~10 min on 2 cores),
+plans/qwen35-rtx4070.toml (the original Qwen3.5 MTP/D-Flash series, for a GPU).
+The plan format is in docs/bench.md; --check validates a plan against the installed
+vLLM's own config definitions and lists its cases without running anything.
+
+examples:
+  tokenlens bench --plan plans/demo-cpu.toml --out out/bench
+  tokenlens bench --plan plans/qwen35-rtx4070.toml --check
+  tokenlens bench --plan my-server.toml --server http://127.0.0.1:8000 --out out/srv
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="speed matrix of a plan: tok/s, chars/s, acceptance per case",
+        description=HELP,
+        formatter_class=formatter(),
+    )
+    p.add_argument("--plan", type=existing_file, required=True, help="TOML plan file")
+    p.add_argument("--out", type=Path, help="output directory (required unless --check)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the plan (keys, corpora, vLLM's accepted names) and list its cases",
+    )
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        help="measure a running `vllm serve` (one model/method/k) instead of a local engine",
+    )
+    p.add_argument(
+        "--server-trace-dir",
+        type=Path,
+        help="the server's TOKENLENS_TRACE_DIR as seen from here (events per case)",
+    )
+    p.add_argument("--restart", action="store_true", help="discard earlier results in --out")
+    p.add_argument("--cache", type=Path, help="embedded model cache directory")
+    add_progress_flag(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.check:
+        from tokenlens.bench.check import describe_plan
+
+        say(describe_plan(args.plan))
+        return 0
+    if args.out is None:
+        raise SystemExit("tokenlens bench: error: --out is required (see 'tokenlens bench --help')")
+    from tokenlens.bench.run import BenchConfig, run_bench
+
+    config = BenchConfig(
+        plan=args.plan,
+        out=args.out,
+        server=args.server,
+        server_trace_dir=args.server_trace_dir,
+        cache=args.cache,
+        restart=args.restart,
+        argv=tuple(["tokenlens", *sys.argv[1:]]),
+    )
+    progress = progress_for(args)
+    result = run_bench(config, progress)
+    progress.close()
+    if result.resumed:
+        say(f"resumed: {result.resumed} finished cases kept")
+    say(f"results:  {result.results_csv}")
+    say(f"tables:   {result.results_md}")
+    say(f"report:   {result.report}")
+    return 0
