@@ -3,8 +3,11 @@
 ``write_analyze_report(analysis_dir)`` turns the outputs of ``tokenlens analyze``
 (summary.json, tokens.parquet) into ``report.html`` plus PNG/SVG charts. See
 docs/reports.md.
+``write_bench_report(bench_dir)`` does the same for ``tokenlens bench`` (results.csv,
+bench.json).
 """
 
 from tokenlens.report.analyze import write_analyze_report
+from tokenlens.report.bench import write_bench_report
 
-__all__ = ["write_analyze_report"]
+__all__ = ["write_analyze_report", "write_bench_report"]

@@ -40,12 +40,12 @@ RATE_SECTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _data(rows: list[Row]) -> alt.Data:
+def inline_data(rows: list[Row]) -> alt.Data:
     """Inline rows (Altair's Data constructor is untyped)."""
     return alt.Data(values=rows)  # type: ignore[no-untyped-call]
 
 
-def _num(value: Any) -> float | None:
+def finite(value: Any) -> float | None:
     """A finite float or None: JSON has no NaN, and Vega-Lite drops nulls from scales."""
     if value is None:
         return None
@@ -55,7 +55,7 @@ def _num(value: Any) -> float | None:
 
 def _pp(value: Any) -> float | None:
     """A difference of rates in percentage points."""
-    number = _num(value)
+    number = finite(value)
     return None if number is None else 100.0 * number
 
 
@@ -65,7 +65,9 @@ def languages(summary: Mapping[str, Any]) -> list[str]:
     return sorted(langs, key=lambda lang: ({"ja": 0, "en": 1}.get(lang, 2), lang))
 
 
-def _lang_color(langs: list[str]) -> alt.Color:
+def lang_color(langs: list[str]) -> alt.Color:
+    """Colour by ``lang`` with a fixed palette over ``langs`` (in that order), so a
+    language has the same colour in every chart of a page."""
     colours = [_LANG_COLOURS[i % len(_LANG_COLOURS)] for i in range(len(langs))]
     return alt.Color("lang:N", title="language", scale=alt.Scale(domain=langs, range=colours))
 
@@ -76,9 +78,9 @@ def rate_rows(section: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[Ro
         {
             "lang": lang,
             "group": str(group),
-            "rate": _num(stats.get("rate")),
-            "ci_low": _num(stats.get("ci_low")),
-            "ci_high": _num(stats.get("ci_high")),
+            "rate": finite(stats.get("rate")),
+            "ci_low": finite(stats.get("ci_low")),
+            "ci_high": finite(stats.get("ci_high")),
             "n": int(stats.get("n") or 0),
             "sparse": bool(stats.get("sparse", False)),
         }
@@ -87,15 +89,16 @@ def rate_rows(section: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[Ro
     ]
 
 
-def _first_seen(values: Iterable[str]) -> list[str]:
-    """Distinct values in first-seen order: the analysis writes buckets in scale order."""
+def first_seen(values: Iterable[str]) -> list[str]:
+    """Distinct values in first-seen order: the analysis writes buckets in scale order,
+    a bench its cases in plan order."""
     return list(dict.fromkeys(values))
 
 
 def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -> Spec:
     """One ``by_*`` section of the summary as rates with intervals and counts."""
     rows = rate_rows(summary.get(key) or {})
-    groups = _first_seen(r["group"] for r in rows)
+    groups = first_seen(r["group"] for r in rows)
     if key.startswith("by_position"):
         groups.sort(key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
     return _rate_spec(rows, groups, languages(summary), title, x_title)
@@ -121,7 +124,7 @@ def _rate_spec(
     rows: list[Row], groups: list[str], langs: list[str], title: str, x_title: str
 ) -> Spec:
     """Rates per group and language with CI rules, over a strip of row counts."""
-    color = _lang_color(langs)
+    color = lang_color(langs)
     x = alt.X("group:N", sort=groups, title=x_title, axis=alt.Axis(labelAngle=0, labelLimit=160))
     xo = alt.XOffset("lang:N", sort=langs)
     tooltip = [
@@ -133,7 +136,7 @@ def _rate_spec(
         alt.Tooltip("n:Q", title="rows"),
         alt.Tooltip("sparse:N", title="sparse (< min_count)"),
     ]
-    base = alt.Chart(_data(rows))
+    base = alt.Chart(inline_data(rows))
     ci = base.mark_rule(strokeWidth=2).encode(
         x=x, xOffset=xo, y="ci_low:Q", y2="ci_high:Q", color=color, tooltip=tooltip
     )
@@ -185,9 +188,9 @@ def _value_row(stat: Mapping[str, Any], **labels: str) -> Row:
 def gap_chart(summary: Mapping[str, Any]) -> Spec:
     """Gap, composition and within parts per decomposition, with intervals (pp)."""
     rows = gap_rows(summary)
-    parts = _first_seen(r["part"] for r in rows)
+    parts = first_seen(r["part"] for r in rows)
     color = alt.Color("part:N", title="part", sort=parts)
-    y = alt.Y("by:N", sort=_first_seen(r["by"] for r in rows), title="decomposed by")
+    y = alt.Y("by:N", sort=first_seen(r["by"] for r in rows), title="decomposed by")
     yo = alt.YOffset("part:N", sort=parts)
     tooltip = [
         alt.Tooltip("by:N", title="decomposed by"),
@@ -197,8 +200,8 @@ def gap_chart(summary: Mapping[str, Any]) -> Spec:
         alt.Tooltip("ci_high:Q", format="+.1f", title="95% CI high"),
         alt.Tooltip("n:Q", title="judged rows"),
     ]
-    base = alt.Chart(_data(rows))
-    zero = alt.Chart(_data([{"zero": 0}])).mark_rule(color="#888").encode(x="zero:Q")
+    base = alt.Chart(inline_data(rows))
+    zero = alt.Chart(inline_data([{"zero": 0}])).mark_rule(color="#888").encode(x="zero:Q")
     ci = base.mark_rule(strokeWidth=2).encode(
         y=y, yOffset=yo, x="ci_low:Q", x2="ci_high:Q", color=color, tooltip=tooltip
     )
@@ -224,10 +227,10 @@ def decomposition_rows(summary: Mapping[str, Any]) -> list[Row]:
             "part": part,
             "value": _pp((cls.get(part) or {}).get("value")),
             "shared": bool(cls.get("shared")),
-            "share_ja": _num(cls.get("share_ja")),
-            "share_en": _num(cls.get("share_en")),
-            "rate_ja": _num(cls.get("rate_ja")),
-            "rate_en": _num(cls.get("rate_en")),
+            "share_ja": finite(cls.get("share_ja")),
+            "share_en": finite(cls.get("share_en")),
+            "rate_ja": finite(cls.get("rate_ja")),
+            "rate_en": finite(cls.get("rate_en")),
         }
         for by, deco in decompositions.items()
         for cls in deco.get("classes") or []
@@ -250,7 +253,7 @@ def decomposition_chart(summary: Mapping[str, Any]) -> Spec:
         alt.Tooltip("rate_en:Q", format=".3f"),
     ]
     bars = (
-        alt.Chart(_data(rows))
+        alt.Chart(inline_data(rows))
         .mark_bar()
         .encode(
             y=alt.Y("class:N", sort=None, title=None),
@@ -261,7 +264,7 @@ def decomposition_chart(summary: Mapping[str, Any]) -> Spec:
         )
         .properties(width=WIDTH - 60, height=alt.Step(9))
     )
-    by_order = _first_seen(r["by"] for r in rows)
+    by_order = first_seen(r["by"] for r in rows)
     chart = bars.facet(
         row=alt.Row("by:N", sort=by_order, title=None, header=alt.Header(labelAngle=0)),
         title="Per-class contributions to the gap (composition: shares; within: rates)",
@@ -288,21 +291,21 @@ def speed_rows(summary: Mapping[str, Any]) -> list[Row]:
                         **extra,
                         "metric": "tokens / step",
                         "series": "model (measured a_j)",
-                        "value": _num(point.get("tokens_per_step")),
+                        "value": finite(point.get("tokens_per_step")),
                     },
                     {
                         **common,
                         **extra,
                         "metric": "tokens / step",
                         "series": "i.i.d. formula",
-                        "value": _num(point.get("tokens_per_step_iid")),
+                        "value": finite(point.get("tokens_per_step_iid")),
                     },
                     {
                         **common,
                         **extra,
                         "metric": "speedup",
                         "series": "model (measured a_j)",
-                        "value": _num(point.get("speedup")),
+                        "value": finite(point.get("speedup")),
                     },
                 ]
             rows.append(
@@ -312,7 +315,7 @@ def speed_rows(summary: Mapping[str, Any]) -> list[Row]:
                     "extrapolated": False,
                     "metric": "tokens / step",
                     "series": "measured",
-                    "value": _num(model.get("measured_tokens_per_step")),
+                    "value": finite(model.get("measured_tokens_per_step")),
                 }
             )
     return rows
@@ -321,7 +324,7 @@ def speed_rows(summary: Mapping[str, Any]) -> list[Row]:
 def speed_chart(summary: Mapping[str, Any]) -> Spec:
     """Predicted tokens/step and speedup against k, with the measured point at traced k."""
     rows = speed_rows(summary)
-    color = _lang_color(languages(summary))
+    color = lang_color(languages(summary))
     tooltip = [
         alt.Tooltip("run:N"),
         alt.Tooltip("lang:N", title="language"),
@@ -355,7 +358,7 @@ def speed_chart(summary: Mapping[str, Any]) -> Spec:
         .mark_point(shape="diamond", size=160, filled=True, stroke="black", strokeWidth=1)
         .encode(x=x, y=y, color=color, tooltip=tooltip)
     )
-    layered = alt.layer(lines, measured, data=_data(rows)).properties(width=260, height=170)
+    layered = alt.layer(lines, measured, data=inline_data(rows)).properties(width=260, height=170)
     chart = layered.facet(
         row=alt.Row("metric:N", title=None, sort=["tokens / step", "speedup"]),
         column=alt.Column("run:N", title=None),

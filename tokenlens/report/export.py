@@ -3,7 +3,7 @@ vl-convert, no browser)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,15 @@ from tokenlens.report.html import vega_lite_version
 MAIN_CHARTS = ("acceptance", "by_script", "by_position", "by_position_conditional", "gap", "speed")
 
 
-def export_charts(specs: Mapping[str, dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Write ``ID.svg`` and ``ID.png`` (2x scale) for each main chart present."""
+def export_charts(
+    specs: Mapping[str, dict[str, Any]], out_dir: Path, chart_ids: Iterable[str] = MAIN_CHARTS
+) -> list[Path]:
+    """Write ``ID.svg`` and ``ID.png`` (2x scale) for each main chart present
+    (``chart_ids``: the analyze report's by default; other reports name theirs)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     version = vega_lite_version()
     written: list[Path] = []
-    for chart_id in MAIN_CHARTS:
+    for chart_id in chart_ids:
         spec = specs.get(chart_id)
         if spec is None:
             continue
