@@ -61,6 +61,9 @@ def server(
         "0",
         "--speculative-config",
         json.dumps(spec),
+        # Per-request spec-decode figures in responses, cross-checked by the bench test.
+        "--per-request-spec-decode-metrics",
+        "summary",
     ]
     env = {**os.environ, **cpu_thread_env(), TRACE_DIR_ENV: str(trace_dir)}
     log = (tmp / "serve.log").open("wb")
@@ -153,3 +156,59 @@ def test_trace_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr[-2000:]
     second = read_run(tmp_path / "run2")
     check_events(second)
+
+
+SERVER_PLAN = """
+[bench]
+name = "server"
+warmup = 1
+repeats = 2
+
+[sampling]
+max_tokens = 16
+
+[[model]]
+name = "served-1.5b"
+path = "qwen2.5-coder-1.5b-instruct"
+
+[[method]]
+name = "draft"
+method = "draft_model"
+draft_model = "qwen2.5-coder-0.5b-instruct"
+k = 3
+
+[[corpus]]
+name = "demo"
+path = "{corpus}"
+limit = 1
+"""
+
+
+def test_bench_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> None:
+    from tokenlens.bench.results import read_results
+    from tokenlens.bench.run import BenchConfig, run_bench
+    from tokenlens.engine.results import SpecCounters
+
+    url, trace_dir = server
+    plan = tmp_path / "plan.toml"
+    plan.write_text(SERVER_PLAN.format(corpus=REPO / "corpora" / "demo.jsonl"), encoding="utf-8")
+    result = run_bench(
+        BenchConfig(plan=plan, out=tmp_path / "out", server=url, server_trace_dir=trace_dir)
+    )
+    rows = read_results(result.results_csv)
+    assert [r["lang"] for r in rows] == ["ja", "en"]
+    for row in rows:
+        run = read_run(result.out / row["run_dir"])
+        assert run.manifest["server"]["url"] == url
+        check_events(run)  # events of the first repeat == its /metrics differences
+        counters = [SpecCounters.from_json(r["counters"]) for r in run.manifest["bench"]["repeats"]]
+        assert run.metrics == counters[0]
+        # The server's per-request figures add up to its /metrics differences.
+        for rep in run.manifest["bench"]["repeats"]:
+            assert rep["per_request_counters"] == rep["counters"]
+        assert row["num_accepted_tokens"] == sum(c.num_accepted_tokens for c in counters)
+        assert row["num_drafts"] == sum(c.num_drafts for c in counters) > 0
+        # Streaming gives the time to the first token of every request.
+        assert row["ttft_s"] is not None and 0 < row["ttft_s"] < row["wall_s"]
+        assert row["tok_s_min"] <= row["tok_s"] <= row["tok_s_max"]
+    assert result.report.is_file()
