@@ -9,7 +9,7 @@ users get.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,11 +109,8 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     if frame.empty:
         raise TokenlensError("the runs hold no draft events (was speculative decoding on?)")
     progress.stage("statistics")
-    cost = config.draft_cost
-    cost_source = "option" if cost is not None else None
-    if cost is None and config.bench is not None:
-        cost, cost_source = fit_draft_cost(read_bench_points(config.bench)), "fitted"
-    summary = summarize(frame, infos, config, cost, cost_source)
+    costs = _draft_costs(config, {info.method for info in infos})
+    summary = summarize(frame, infos, config, costs)
     summary["signature"] = _signature(infos, config)
     progress.stage("write outputs")
     config.out.mkdir(parents=True, exist_ok=True)
@@ -127,6 +124,26 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     report_path = write_analyze_report(config.out)
     progress.close()
     return AnalyzeResult(tokens_path, summary_path, tables_path, report_path, summary)
+
+
+def _draft_costs(config: AnalyzeConfig, methods: set[str]) -> dict[str, tuple[float, str]]:
+    """Draft cost c per method and where it came from: --draft-cost, a bench fit, or none."""
+    if config.draft_cost is not None:
+        return {m: (config.draft_cost, "option") for m in methods}
+    if config.bench is None:
+        return {}
+    points = read_bench_points(config.bench)
+    costs = {}
+    for method in methods:
+        mine = [p for p in points if p.method == method]
+        if mine:
+            costs[method] = (fit_draft_cost(mine), "fitted")
+    if not costs:
+        raise TokenlensError(
+            f"{config.bench}: no speculative case of {', '.join(sorted(methods))} "
+            "with a matching baseline to fit the draft cost"
+        )
+    return costs
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:
@@ -148,8 +165,7 @@ def summarize(
     frame: pd.DataFrame,
     infos: Sequence[RunInfo],
     config: AnalyzeConfig,
-    cost: float | None = None,
-    cost_source: str | None = None,
+    costs: Mapping[str, tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     """Every figure of summary.json from one joined (or simulated) frame."""
     rs = Resampler.from_frame(frame, config.n_boot, config.seed)
@@ -179,7 +195,9 @@ def summarize(
     out["text_per_step"] = text_per_step(frame, rs)
     out["gap"] = _gap_section(frame, rs, judged, config)
     out["hypotheses"] = decide(frame, rs, rules)
-    out["runs"] = [_run_section(frame, rs, info, config, cost, cost_source) for info in infos]
+    out["runs"] = [
+        _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
+    ]
     return out
 
 
@@ -214,8 +232,7 @@ def _run_section(
     rs: Resampler,
     info: RunInfo,
     config: AnalyzeConfig,
-    cost: float | None,
-    cost_source: str | None,
+    cost: tuple[float, str] | None,
 ) -> dict[str, Any]:
     mine = frame["run"].astype(str).to_numpy() == info.label
     sub_all = mine.copy()
@@ -236,7 +253,7 @@ def _run_section(
     if has_pair(frame[mine]):
         section["gap"] = gap(frame, rs, sub_all)
         section["relative_gap_judged"] = gap(frame, rs, sub_judged, relative=True)
-    used_cost = cost if cost is not None else default_cost(info.method)
+    used_cost, cost_source = cost if cost is not None else (default_cost(info.method), "default")
     speed = {}
     for lang, block in acceptance.items():
         curve = [by_position[lang].get(str(p), {}).get("rate") or 0.0 for p in range(info.k)]
@@ -244,7 +261,7 @@ def _run_section(
         steps = int((rows_lang["position"].to_numpy() == 0).sum())
         measured = 1.0 + block["accepted"] / steps if steps else None
         speed[lang] = speed_model(curve, block["rate"] or 0.0, info.k, used_cost, measured)
-    section["speed"] = {"draft_cost_source": cost_source or "default", "by_lang": speed}
+    section["speed"] = {"draft_cost_source": cost_source, "draft_cost": used_cost, "by_lang": speed}
     return section
 
 

@@ -18,7 +18,6 @@ measurements (:func:`fit_draft_cost`), or a per-method default (recorded as such
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ class BenchPoint:
     tokens_per_step: float
     tok_per_s: float
     baseline_tok_per_s: float
+    method: str = ""
 
 
 def fit_draft_cost(points: Sequence[BenchPoint]) -> float:
@@ -59,45 +59,22 @@ def fit_draft_cost(points: Sequence[BenchPoint]) -> float:
     return max(0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs))
 
 
-_ALIASES = {
-    "k": ("k", "num_spec", "num_speculative_tokens"),
-    "tokens_per_step": ("tokens_per_step", "mean_acceptance_length", "acceptance_length"),
-    "tok_per_s": ("tok_per_s", "tok_s", "output_tok_per_s", "tokens_per_s"),
-    "baseline_tok_per_s": ("baseline_tok_per_s", "baseline_tok_s"),
-}
-
-
 def read_bench_points(path: Path) -> list[BenchPoint]:
-    """Bench rows from a CSV with columns k, tokens_per_step, tok_per_s, baseline_tok_per_s.
+    """Speculative cases of a ``tokenlens bench`` output (its directory or results.csv).
 
-    Common alternative names are accepted (``num_spec``, ``mean_acceptance_length``,
-    ``tok_s``...). Rows with an empty field are skipped.
+    tokens/step is the case's mean acceptance length, baseline tok/s is recovered from
+    its speedup over the matching baseline; baseline rows and cases without a matching
+    baseline are skipped.
     """
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except OSError as exc:
-        raise TokenlensError(f"cannot read bench file {path}: {exc.strerror}") from None
-    header = set(rows[0]) if rows else set()
-    names = {}
-    for field, aliases in _ALIASES.items():
-        found = [a for a in aliases if a in header]
-        if not found:
-            raise TokenlensError(f"{path}: needs a column {field} (or {', '.join(aliases[1:])})")
-        names[field] = found[0]
+    from tokenlens.bench.results import RESULTS_CSV, read_results
+
+    rows = read_results(path / RESULTS_CSV if path.is_dir() else path)
     points = []
     for row in rows:
-        try:
-            points.append(
-                BenchPoint(
-                    k=int(float(row[names["k"]])),
-                    tokens_per_step=float(row[names["tokens_per_step"]]),
-                    tok_per_s=float(row[names["tok_per_s"]]),
-                    baseline_tok_per_s=float(row[names["baseline_tok_per_s"]]),
-                )
-            )
-        except (TypeError, ValueError):
+        mal, tok_s, speedup = row["mean_acceptance_length"], row["tok_s"], row["speedup_tok_s"]
+        if row["method"] == "none" or mal is None or not tok_s or not speedup:
             continue
+        points.append(BenchPoint(row["k"], mal, tok_s, tok_s / speedup, row["method"]))
     return points
 
 

@@ -38,7 +38,7 @@ examples:
   tokenlens analyze runs/dm3 runs/ngram3 --out out/compare
   tokenlens analyze runs/dm3 --out out/dm3 --bootstrap 2000 --seed 7
   tokenlens analyze runs/dm3 --out out/dm3 --draft-cost 0.3
-  tokenlens analyze runs/dm* --out out/all --bench out/bench/results.csv
+  tokenlens analyze runs/dm* --out out/all --bench out/bench
 
 --draft-cost is the cost of one draft token relative to one target forward pass
 (the speed model's c); without it, --bench fits c from measured tok/s, else a
@@ -91,7 +91,10 @@ def register(subparsers: Any) -> None:
         "--draft-cost", type=float, metavar="C", help="draft cost / target cost for the speed model"
     )
     parser.add_argument(
-        "--bench", type=Path, metavar="CSV", help="bench results to fit the draft cost from"
+        "--bench",
+        type=Path,
+        metavar="DIR",
+        help="a tokenlens bench output (or its results.csv) to fit the draft cost from",
     )
     parser.add_argument(
         "--no-regression", action="store_true", help="skip the logistic regression (faster)"
