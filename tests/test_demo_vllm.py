@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
+from tokenlens.bench.results import read_results
 from tokenlens.rundir import read_run
 
 pytestmark = pytest.mark.vllm
@@ -34,6 +35,7 @@ def test_demo_small(pair: tuple[Path, Path], tmp_path: Path) -> None:
     ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"index:    {out / 'index.html'}" in proc.stdout
     assert f"summary:  {out / 'summary.md'}" in proc.stdout
     assert "H1: " in proc.stdout and "H2: " in proc.stdout
     run = read_run(out / "runs" / "draft_model-k3")
@@ -44,3 +46,19 @@ def test_demo_small(pair: tuple[Path, Path], tmp_path: Path) -> None:
     summary = json.loads((out / "analysis" / "summary.json").read_text())
     assert set(summary["acceptance"]) == {"ja", "en"}
     assert summary["hypotheses"]["H1"]["verdict"] in ("supported", "not_supported", "inconclusive")
+    # The bench of the small plan ran and fed the analysis's speed model.
+    rows = read_results(out / "bench" / "results.csv")
+    assert [(r["method"], r["lang"]) for r in rows] == [
+        ("none", "ja"),
+        ("none", "en"),
+        ("draft_model", "ja"),
+        ("draft_model", "en"),
+    ]
+    speed = summary["runs"][0]["speed"]
+    assert speed["draft_cost_source"] == "fitted"
+    # One page links it all, with relative links that resolve.
+    index = (out / "index.html").read_text(encoding="utf-8")
+    for target in ("bench/report.html", "analysis/report.html", "FINDINGS.md", "summary.md"):
+        assert f'href="{target}' in index and (out / target).is_file()
+    findings = (out / "FINDINGS.md").read_text(encoding="utf-8")
+    assert "H1" in findings and "H2" in findings

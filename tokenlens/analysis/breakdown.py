@@ -123,8 +123,13 @@ def rates(
 def per_lang(
     frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
 ) -> dict[str, dict[str, Any]]:
-    """``{lang: {rate, ci_low, ci_high, n, accepted, requests, sparse}}`` over ``rows``."""
-    return {lang: block["all"] for lang, block in rates(frame, rs, None, rows, min_count).items()}
+    """``{lang: {rate, ci_low, ci_high, n, accepted, requests, sparse}}`` over ``rows``.
+
+    Languages without a row in ``rows`` are left out (a run of one language, as bench
+    writes them, among runs of others).
+    """
+    blocks = rates(frame, rs, None, rows, min_count)
+    return {lang: block["all"] for lang, block in blocks.items() if "all" in block}
 
 
 def text_per_step(frame: pd.DataFrame, rs: Resampler) -> dict[str, dict[str, dict[str, Any]]]:

@@ -226,7 +226,9 @@ def _particle_type(frame: pd.DataFrame) -> pd.Series:
     is_p = frame["is_particle"].fillna(False).to_numpy(dtype=bool)
     fused = frame["particle_fused"].fillna(False).to_numpy(dtype=bool)
     own = frame["pos"].isin(["助詞", "function"]).fillna(False).to_numpy(dtype=bool)
-    pos2 = frame["pos2"].fillna("").to_numpy(dtype=object)
+    # As objects first: a categorical without "" among its categories (a run with no
+    # Japanese morpheme at all) refuses fillna("").
+    pos2 = frame["pos2"].astype(object).fillna("").to_numpy(dtype=object)
     out = np.where(~is_p, "none", np.where(fused, "fused", np.where(own, pos2, "particle")))
     series = pd.Series(out, index=frame.index, dtype="string")
     series[frame["script"].isna().to_numpy()] = pd.NA

