@@ -63,6 +63,7 @@ def test_cases_expand_in_engine_order(tmp_path: Path) -> None:
     ]
     assert [len(c.prompts) for c in plan.cases] == [2] * 6
     assert (plan.warmup, plan.repeats, plan.concurrency) == (1, 2, 1)
+    assert plan.warmup_tokens is None
     assert plan.sampling.temperature == 0.0 and plan.sampling.thinking is False
 
 
@@ -82,6 +83,7 @@ def test_lengths_limit_and_k_selection(tmp_path: Path) -> None:
     [
         ("repeats = 2", "repeats = 0", "[bench].repeats: must be at least 1, got 0"),
         ("repeats = 2", "repeat = 2", "[bench]: unknown key 'repeat'"),
+        ("repeats = 2", "repeats = 2\nwarmup_tokens = 0", "[bench].warmup_tokens: must be at"),
         ("repeats = 2", 'repeats = "5"', "[bench].repeats: expected an integer, got str"),
         ("k = [1, 3]", "k = [1, 1]", "[[method]] 'ng'.k: repeats a value"),
         ("k = [1, 3]", "k = 0", "[[method]] 'ng'.k: expected a positive integer"),

@@ -119,6 +119,7 @@ class Plan:
     name: str
     description: str
     warmup: int
+    warmup_tokens: int | None  # cap on warm-up requests' max_tokens (None: as measured)
     repeats: int
     concurrency: int
     chat: bool
@@ -345,7 +346,7 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
     bench = _Table(
         "[bench]",
         raw.get("bench", {}),
-        {"name", "description", "warmup", "repeats", "concurrency", "chat"},
+        {"name", "description", "warmup", "warmup_tokens", "repeats", "concurrency", "chat"},
     )
     models = [_model(i, d) for i, d in enumerate(_array(raw, "model"))]
     methods = [_method(i, d) for i, d in enumerate(_array(raw, "method"))]
@@ -378,6 +379,7 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
         name=bench.get("name", str, path.stem),
         description=bench.get("description", str, ""),
         warmup=bench.positive("warmup", 1, minimum=0),
+        warmup_tokens=bench.positive("warmup_tokens", 1) if "warmup_tokens" in bench.data else None,
         repeats=bench.positive("repeats", 5),
         concurrency=bench.positive("concurrency", 1),
         chat=bench.get("chat", bool, True),

@@ -165,8 +165,9 @@ def engine_config(plan: Plan, case: Case, trace_dir: Path, cache: Path | None) -
     )
 
 
-def _jobs(plan: Plan, case: Case, tag: str) -> list[PromptJob]:
-    jobs = jobs_from_prompts(list(case.prompts), chat=plan.chat, cap=plan.sampling.max_tokens)
+def _jobs(plan: Plan, case: Case, tag: str, cap: int | None = None) -> list[PromptJob]:
+    limits = [c for c in (plan.sampling.max_tokens, cap) if c is not None]
+    jobs = jobs_from_prompts(list(case.prompts), chat=plan.chat, cap=min(limits, default=None))
     return [replace(j, request_id=f"{case.slug}.{tag}.{j.prompt_id}") for j in jobs]
 
 
@@ -381,7 +382,7 @@ class _Bench:
     ) -> tuple[list[Repeat], GenerationResult, SpecCounters]:
         """Warm-ups, then repeats; returns them, the first repeat, and the case's counter diff."""
         for w in range(self.plan.warmup):
-            generate(_jobs(self.plan, case, f"w{w}"))
+            generate(_jobs(self.plan, case, f"w{w}", self.plan.warmup_tokens))
         before = counters()
         results = [generate(_jobs(self.plan, case, f"r{r}")) for r in range(self.plan.repeats)]
         total = counters() - before
