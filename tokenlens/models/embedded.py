@@ -95,6 +95,26 @@ def _safetensors_ok(path: Path) -> bool:
         return False
 
 
+def read_marker(
+    directory: Path, expected: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A built directory's completion marker, if it carries ``expected``.
+
+    Returns ``(marker, None)``, or ``(None, why)`` with ``why`` None when the marker is
+    readable but was written for another build (the caller names that case).
+    """
+    marker_path = directory / MARKER
+    if not marker_path.is_file():
+        return None, "no completion marker (never built or interrupted)"
+    try:
+        marker = json.loads(marker_path.read_text())
+    except ValueError:
+        return None, "unreadable completion marker"
+    if {k: marker.get(k) for k in expected} != expected:
+        return None, None
+    return marker, None
+
+
 def check_model_dir(model: EmbeddedModel, directory: Path, full: bool = False) -> str | None:
     """Why ``directory`` cannot be used (None when it can).
 
@@ -102,16 +122,9 @@ def check_model_dir(model: EmbeddedModel, directory: Path, full: bool = False) -
     marker, and the safetensors header with the file length; ``full`` also re-hashes
     every file against the SHA-256 recorded at build time.
     """
-    marker_path = directory / MARKER
-    if not marker_path.is_file():
-        return "no completion marker (never built or interrupted)"
-    try:
-        marker = json.loads(marker_path.read_text())
-    except ValueError:
-        return "unreadable completion marker"
-    expected = _expected_marker(model)
-    if {k: marker.get(k) for k in expected} != expected:
-        return "built from another pin or converter version"
+    marker, problem = read_marker(directory, _expected_marker(model))
+    if marker is None:
+        return problem or "built from another pin or converter version"
     for name, meta in marker.get("files", {}).items():
         path = directory / name
         if not path.is_file() or path.stat().st_size != meta["size"]:

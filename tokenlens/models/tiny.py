@@ -31,7 +31,7 @@ from typing import Any
 
 from tokenlens.errors import TokenlensError
 from tokenlens.models.cache import cache_root
-from tokenlens.models.embedded import DRAFTER, MARKER, ensure_model
+from tokenlens.models.embedded import DRAFTER, MARKER, ensure_model, read_marker
 from tokenlens.progress import SILENT, Progress
 
 # Bump when what a directory holds changes (a changed config is caught by the marker itself).
@@ -130,16 +130,9 @@ def _expected_marker(name: str) -> dict[str, Any]:
 
 def check_tiny_dir(name: str, directory: Path) -> str | None:
     """Why ``directory`` cannot be used for tiny model ``name`` (None when it can)."""
-    marker_path = directory / MARKER
-    if not marker_path.is_file():
-        return "no completion marker (never built or interrupted)"
-    try:
-        marker = json.loads(marker_path.read_text())
-    except ValueError:
-        return "unreadable completion marker"
-    expected = _expected_marker(name)
-    if {k: marker.get(k) for k in expected} != expected:
-        return "built from another spec"
+    marker, problem = read_marker(directory, _expected_marker(name))
+    if marker is None:
+        return problem or "built from another spec"
     for file, size in marker.get("files", {}).items():
         path = directory / file
         if not path.is_file() or path.stat().st_size != size:
