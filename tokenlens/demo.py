@@ -48,7 +48,7 @@ SIZES: dict[str, Size] = {
         "demo-cpu.toml",
         (("ngram-k3", "ngram", 3), ("draft_model-k3", "draft_model", 3)),
         5,
-        32,
+        28,
         5,
     ),
     "large": Size(

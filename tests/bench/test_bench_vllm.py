@@ -29,7 +29,7 @@ PLAN = (REPO / "plans" / "demo-cpu.toml").read_text(encoding="utf-8")
 def reduced_plan(tmp: Path) -> Path:
     """The shipped demo plan, cut down: k=3 only for the draft model, 16 tokens."""
     text = (
-        PLAN.replace("max_tokens = 24", "max_tokens = 16")
+        PLAN.replace("max_tokens = 20", "max_tokens = 16")
         .replace("k = [1, 3, 5]", "k = [3]")
         .replace('path = "../corpora/demo.jsonl"', f'path = "{REPO / "corpora" / "demo.jsonl"}"')
     )

@@ -29,7 +29,7 @@ report, the analysis report with its token view, and the Markdown tables.
 Sizes (2 CPU cores, models cached):
   small   bench plans/demo-cpu-small.toml; draft model k=3 on 2 prompts per language
   medium  bench plans/demo-cpu.toml; n-gram k=3 and draft model k=3 on 5 prompts per
-          language, 32 tokens each (default; ~15 minutes)
+          language, 28 tokens each (default; ~14 minutes)
   large   as medium, plus draft model k=1 and k=5, every prompt at its own length
 
 examples:
