@@ -108,11 +108,10 @@ def _reported(requests: Sequence[GeneratedRequest]) -> SpecCounters | None:
     """Per-request figures summed, if every request carried them."""
     if not requests or any(r.spec_decode is None for r in requests):
         return None
-    total = SpecCounters()
-    for r in requests:
-        assert r.spec_decode is not None
-        total = _add(total, SpecCounters.from_request_metrics(r.spec_decode))
-    return total
+    return sum(
+        (SpecCounters.from_request_metrics(r.spec_decode or {}) for r in requests),
+        SpecCounters(),
+    )
 
 
 def sampling_config(plan: Plan) -> SamplingConfig:
@@ -187,9 +186,7 @@ def case_row(
     tok_s = [r.tokens / r.wall_s for r in repeats]
     chars_s = [r.chars / r.wall_s for r in repeats]
     bytes_s = [r.bytes / r.wall_s for r in repeats]
-    total = SpecCounters()
-    for r in repeats:
-        total = _add(total, r.counters)
+    total = sum((r.counters for r in repeats), SpecCounters())
     baseline = case.method.method == BASELINE
     per_pos = (
         [a / total.num_drafts for a in total.accepted_per_position] if total.num_drafts else []
@@ -236,19 +233,6 @@ def case_row(
         "run_dir": run_dir,
         "signature": signature,
     }
-
-
-def _add(a: SpecCounters, b: SpecCounters) -> SpecCounters:
-    """Counter sum (the inverse of :meth:`SpecCounters.__sub__`)."""
-    width = max(len(a.accepted_per_position), len(b.accepted_per_position))
-    pa = list(a.accepted_per_position) + [0] * (width - len(a.accepted_per_position))
-    pb = list(b.accepted_per_position) + [0] * (width - len(b.accepted_per_position))
-    return SpecCounters(
-        a.num_drafts + b.num_drafts,
-        a.num_draft_tokens + b.num_draft_tokens,
-        a.num_accepted_tokens + b.num_accepted_tokens,
-        tuple(x + y for x, y in zip(pa, pb, strict=True)),
-    )
 
 
 def with_speedups(rows: Sequence[Row]) -> list[Row]:
@@ -379,23 +363,21 @@ class _Bench:
         case: Case,
         generate: Callable[[list[PromptJob]], GenerationResult],
         counters: Callable[[], SpecCounters],
-    ) -> tuple[list[Repeat], GenerationResult, SpecCounters]:
-        """Warm-ups, then repeats; returns them, the first repeat, and the case's counter diff."""
+    ) -> tuple[list[Repeat], GenerationResult]:
+        """Warm-ups, then repeats; returns them and the first repeat's full result."""
         for w in range(self.plan.warmup):
             generate(_jobs(self.plan, case, f"w{w}", self.plan.warmup_tokens))
         before = counters()
         results = [generate(_jobs(self.plan, case, f"r{r}")) for r in range(self.plan.repeats)]
         total = counters() - before
         repeats = [Repeat.of(res.requests, res.wall_seconds, res.counters) for res in results]
-        summed = SpecCounters()
-        for r in repeats:
-            summed = _add(summed, r.counters)
+        summed = sum((r.counters for r in repeats), SpecCounters())
         if summed != total:
             raise TokenlensError(
                 f"case {case.case_id}: per-repeat counters {summed} do not add up to the "
                 f"case's counter difference {total}: is another client using the engine?"
             )
-        return repeats, results[0], total
+        return repeats, results[0]
 
     def write_run(
         self,
@@ -512,7 +494,7 @@ def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
         with Engine(econf, log_path=log, progress=progress) as engine:
             dtype = engine.info.get("dtype")
             for case in group:
-                repeats, first_result, _ = bench.measure(
+                repeats, first_result = bench.measure(
                     case,
                     lambda jobs: engine.generate(jobs, sampling, plan.concurrency),
                     engine.counters,
@@ -577,7 +559,7 @@ def _run_server(config: BenchConfig, plan: Plan, progress: Progress) -> BenchRes
         return GenerationResult(tuple(requests), wall, client.counters() - before, version)
 
     for case in pending:
-        repeats, first_result, _ = bench.measure(case, generate, client.counters)
+        repeats, first_result = bench.measure(case, generate, client.counters)
         tconf = replace(
             trace_config(plan, case, config.out, config.cache), model=served, tokenizer=served
         )

@@ -25,21 +25,26 @@ class SpecCounters:
     num_accepted_tokens: int = 0
     accepted_per_position: tuple[int, ...] = ()
 
-    def __sub__(self, before: SpecCounters) -> SpecCounters:
-        """Counter difference (after - before): the activity of one run or case."""
-        width = max(len(self.accepted_per_position), len(before.accepted_per_position))
-        after_pos = list(self.accepted_per_position) + [0] * (
-            width - len(self.accepted_per_position)
-        )
-        before_pos = list(before.accepted_per_position) + [0] * (
-            width - len(before.accepted_per_position)
+    def _combine(self, other: SpecCounters, sign: int) -> SpecCounters:
+        width = max(len(self.accepted_per_position), len(other.accepted_per_position))
+        mine = list(self.accepted_per_position) + [0] * (width - len(self.accepted_per_position))
+        theirs = list(other.accepted_per_position) + [0] * (
+            width - len(other.accepted_per_position)
         )
         return SpecCounters(
-            num_drafts=self.num_drafts - before.num_drafts,
-            num_draft_tokens=self.num_draft_tokens - before.num_draft_tokens,
-            num_accepted_tokens=self.num_accepted_tokens - before.num_accepted_tokens,
-            accepted_per_position=tuple(a - b for a, b in zip(after_pos, before_pos, strict=True)),
+            num_drafts=self.num_drafts + sign * other.num_drafts,
+            num_draft_tokens=self.num_draft_tokens + sign * other.num_draft_tokens,
+            num_accepted_tokens=self.num_accepted_tokens + sign * other.num_accepted_tokens,
+            accepted_per_position=tuple(a + sign * b for a, b in zip(mine, theirs, strict=True)),
         )
+
+    def __sub__(self, before: SpecCounters) -> SpecCounters:
+        """Counter difference (after - before): the activity of one run or case."""
+        return self._combine(before, -1)
+
+    def __add__(self, other: SpecCounters) -> SpecCounters:
+        """Counter sum: the activity of several runs (repeats, requests) together."""
+        return self._combine(other, 1)
 
     @property
     def acceptance_rate(self) -> float | None:
