@@ -23,6 +23,7 @@ from tokenlens import __version__
 from tokenlens.analysis.bootstrap import LEVEL, Resampler
 from tokenlens.analysis.breakdown import BREAKDOWNS, per_lang, rates, row_mask, text_per_step
 from tokenlens.analysis.gap import class_gaps, decompose, gap, has_pair, regression
+from tokenlens.analysis.inputs import validate_inputs
 from tokenlens.analysis.join import join_run
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
 from tokenlens.analysis.tables import write_tables
@@ -53,6 +54,11 @@ class AnalyzeConfig:
     draft_cost: float | None = None
     bench: Path | None = None
     regression: bool = True
+    # Input checks (tokenlens.analysis.inputs): analyse partial / unreconciled runs anyway,
+    # and write into an --out that holds files analyze did not write.
+    allow_partial: bool = False
+    allow_unreconciled: bool = False
+    overwrite: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,7 @@ class RunInfo:
 
 def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeResult:
     """Analyse ``config.runs`` and write the three outputs under ``config.out``."""
+    checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
     if config.n_boot < 10:
@@ -112,6 +119,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     costs = _draft_costs(config, {info.method for info in infos})
     summary = summarize(frame, infos, config, costs)
     summary["signature"] = _signature(infos, config)
+    summary["inputs"] = checked.section()
     progress.stage("write outputs")
     config.out.mkdir(parents=True, exist_ok=True)
     tokens_path = config.out / TOKENS

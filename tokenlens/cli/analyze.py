@@ -30,6 +30,14 @@ top-k logprobs so that "at equal target confidence" can be measured.
 
 Writes DIR/tokens.parquet (one row per draft event), DIR/summary.json and DIR/tables.md.
 See docs/analysis.md for every definition and rule.
+
+Before any work every input is checked, and analyze refuses in one line: token ids
+that do not decode to the request's text with the run's tokenizer (or --tokenizer),
+runs with different tokenizers (without --tokenizer), a run given twice (the same
+directory, or a copy), a partial run (without --allow-partial), events that do not
+match the run's counters (without --allow-unreconciled), and an --out that is a file
+or holds files analyze did not write (without --overwrite). Runs let through by an
+--allow flag are named at the top of the report and FINDINGS.
 """
 
 EPILOG = """\
@@ -39,6 +47,7 @@ examples:
   tokenlens analyze runs/dm3 --out out/dm3 --bootstrap 2000 --seed 7
   tokenlens analyze runs/dm3 --out out/dm3 --draft-cost 0.3
   tokenlens analyze runs/dm* --out out/all --bench out/bench
+  tokenlens analyze runs/crashed --out out/crashed --allow-partial
 
 --draft-cost is the cost of one draft token relative to one target forward pass
 (the speed model's c); without it, --bench fits c from measured tok/s, else a
@@ -99,6 +108,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--no-regression", action="store_true", help="skip the logistic regression (faster)"
     )
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="analyse partial runs (a trace that did not finish) instead of refusing them",
+    )
+    parser.add_argument(
+        "--allow-unreconciled",
+        action="store_true",
+        help="analyse runs whose events do not match their counters instead of refusing them",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an --out directory that holds files analyze did not write",
+    )
     add_progress_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -118,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
         draft_cost=args.draft_cost,
         bench=args.bench,
         regression=not args.no_regression,
+        allow_partial=args.allow_partial,
+        allow_unreconciled=args.allow_unreconciled,
+        overwrite=args.overwrite,
     )
     progress = progress_for(args)
     try:
