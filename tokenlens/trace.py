@@ -333,6 +333,7 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     langs = {p.id: p.lang for p in prompts}
     pairs = {p.id: p.pair for p in prompts}
     engine = Engine(engine_config, log_path=config.out / "engine.log", progress=progress)
+    progress.stage("start the vLLM engine")
     try:
         with engine:
             progress.stage("generate", total=len(prompts), unit="prompt")
@@ -424,6 +425,7 @@ def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
         progress.stage("check prompt lengths")
         check_prompt_lengths(engine_config, missing, config.sampling.max_tokens)
         engine = Engine(engine_config, log_path=run / "engine.log", progress=progress)
+        progress.stage("start the vLLM engine")
         try:
             with engine:
                 progress.stage("generate", total=len(missing), unit="prompt")

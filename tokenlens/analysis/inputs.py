@@ -172,7 +172,7 @@ def _no_same_directory(paths: tuple[Path, ...]) -> None:
         key = path.resolve()
         if key in seen:
             same = "" if str(seen[key]) == str(path) else f" (as {seen[key]})"
-            raise TokenlensError(f"run {path} is given twice{same}: each run may count once")
+            raise TokenlensError(f"run directory {path} is given twice{same}: each run counts once")
         seen[key] = path
 
 
