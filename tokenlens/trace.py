@@ -25,7 +25,7 @@ from tokenlens.engine.config import (
     SamplingConfig,
     SpeculativeSpec,
 )
-from tokenlens.engine.results import GeneratedRequest, SpecCounters
+from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
 from tokenlens.engine.runner import (
     Engine,
     check_prompt_lengths,
@@ -333,17 +333,15 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     langs = {p.id: p.lang for p in prompts}
     pairs = {p.id: p.pair for p in prompts}
     engine = Engine(engine_config, log_path=config.out / "engine.log", progress=progress)
-    progress.stage("start the vLLM engine")
-    try:
-        with engine:
-            progress.stage("generate", total=len(prompts), unit="prompt")
-            result = engine.generate(jobs, config.sampling, config.concurrency)
-    except TokenlensError as exc:
-        _salvage(config, jobs, langs, pairs)
-        raise TokenlensError(
-            f"{exc} — partial run written to {config.out} "
-            f"(continue it with: tokenlens trace --resume {config.out})"
-        ) from None
+    result = _generate(
+        engine,
+        config,
+        jobs,
+        (jobs, langs, pairs),
+        f"partial run written to {config.out} "
+        f"(continue it with: tokenlens trace --resume {config.out})",
+        progress,
+    )
     writer.write_requests(requests_table(list(result.requests), langs, pairs))
     writer.write_metrics(result.counters)
     capture = build_capture(capture_dir)
@@ -362,6 +360,28 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
             f"events do not match vLLM's counters ({'; '.join(problems)}); run kept at {config.out}"
         )
     return config.out
+
+
+def _generate(
+    engine: Engine,
+    config: TraceConfig,
+    jobs: list[PromptJob],
+    run: tuple[list[PromptJob], dict[str, str], dict[str, str | None]],
+    if_dead: str,
+    progress: Progress,
+) -> GenerationResult:
+    """Start the engine and generate ``jobs``; if it dies, salvage the run and say ``if_dead``.
+
+    ``run`` is every job of the run with its languages and pairs (what salvage needs).
+    """
+    progress.stage("start the vLLM engine")
+    try:
+        with engine:
+            progress.stage("generate", total=len(jobs), unit="prompt")
+            return engine.generate(jobs, config.sampling, config.concurrency)
+    except TokenlensError as exc:
+        _salvage(config, *run)
+        raise TokenlensError(f"{exc} — {if_dead}") from None
 
 
 def _salvage(
@@ -425,16 +445,14 @@ def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
         progress.stage("check prompt lengths")
         check_prompt_lengths(engine_config, missing, config.sampling.max_tokens)
         engine = Engine(engine_config, log_path=run / "engine.log", progress=progress)
-        progress.stage("start the vLLM engine")
-        try:
-            with engine:
-                progress.stage("generate", total=len(missing), unit="prompt")
-                result = engine.generate(missing, config.sampling, config.concurrency)
-        except TokenlensError as exc:
-            _salvage(config, jobs, langs, pairs)
-            raise TokenlensError(
-                f"{exc} — the run stays partial at {run} (resume it again once the engine runs)"
-            ) from None
+        result = _generate(
+            engine,
+            config,
+            missing,
+            (jobs, langs, pairs),
+            f"the run stays partial at {run} (resume it again once the engine runs)",
+            progress,
+        )
         new_events = build_capture(attempt).table()
         new_counters = result.counters
         generated = list(result.requests)
