@@ -186,3 +186,16 @@ def test_out_that_is_a_file_fails_in_one_line_before_any_work(
 def test_out_that_is_the_run_is_refused(run: Path) -> None:
     status, _, err = analyze(run, "--out", run, "--overwrite")
     assert_one_line_error(status, err, "is the run directory")
+
+
+def test_events_that_contradict_the_outputs_are_refused(run: Path, tmp_path: Path) -> None:
+    events = pq.read_table(run / "events.parquet")
+    emitted = events.column("emitted_token_id").to_pylist()
+    at = next(i for i, v in enumerate(events.column("output_index").to_pylist()) if v is not None)
+    emitted[at] += 1
+    column = events.schema.get_field_index("emitted_token_id")
+    pq.write_table(
+        events.set_column(column, "emitted_token_id", pa.array(emitted)), run / "events.parquet"
+    )
+    status, _, err = analyze(run, "--out", tmp_path / "out")
+    assert_one_line_error(status, err, "events.parquet", "differs")

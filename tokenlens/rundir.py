@@ -146,7 +146,8 @@ def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
     """Why ``ids`` do not decode to ``text`` with ``vocab`` (None: they do).
 
     Tolerated: special tokens printed or not (vLLM prints the ones its tokenizer does
-    not mark special), and a cut character at the end shown as U+FFFD or not at all.
+    not mark special), a cut character at the end shown as U+FFFD or not at all, and
+    one leading space (word-piece tokenizers drop the space that starts a sequence).
     """
     kept = [int(i) for i in ids if i >= 0]
     outside = [i for i in kept if i >= vocab.size]
@@ -158,6 +159,7 @@ def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
         _complete_utf8(data).decode("utf-8", "replace"),
         data.decode("utf-8", "replace"),
     }
+    forms |= {form[1:] for form in forms if form.startswith(" ")}
     seen = text
     for i in sorted({i for i, s in zip(kept, special, strict=True) if s}):
         literal = b"".join(vocab.pieces([i])).decode("utf-8", "replace")

@@ -265,6 +265,7 @@ def _check_events(run: Run) -> None:
         if (values < 0).any():
             raise TokenlensError(f"{where}: column '{column}' has a negative value")
     _check_steps(where, ev)
+    _check_accepted(where, ev)
     _check_output_index(run, where)
 
 
@@ -290,15 +291,38 @@ def _check_steps(where: Path, ev: pa.Table) -> None:
 
 
 def _check_output_index(run: Run, where: Path) -> None:
+    """Output indices inside the output, pointing at the token the event says came out."""
     assert run.events is not None
     ev = run.events.filter(pc.is_valid(run.events.column("output_index")))
     if ev.num_rows == 0:
         return
-    lengths = pc.list_value_length(run.requests.column("output_token_ids")).fill_null(0)
+    ids = run.requests.column("output_token_ids").combine_chunks()
+    lengths = pc.list_value_length(ids).fill_null(0).to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.cumsum(lengths)))[:-1]
     index = pc.index_in(ev.column("request_id"), value_set=run.requests.column("request_id"))
-    limit = lengths.take(index).to_numpy()
-    if (ev.column("output_index").to_numpy() >= limit).any():
+    row = index.to_numpy(zero_copy_only=False)
+    at = ev.column("output_index").to_numpy()
+    if (at >= lengths[row]).any():
         raise TokenlensError(f"{where}: an output_index lies beyond its request's output")
+    if ev.column("emitted_token_id").null_count:
+        raise TokenlensError(f"{where}: an event has an output_index but no emitted_token_id")
+    flat = pc.list_flatten(ids).to_numpy(zero_copy_only=False)
+    if (flat[starts[row] + at] != ev.column("emitted_token_id").to_numpy()).any():
+        raise TokenlensError(
+            f"{where}: an emitted_token_id differs from its request's output at its output_index"
+        )
+
+
+def _check_accepted(where: Path, ev: pa.Table) -> None:
+    """An accepted draft came out as itself (unless vLLM only showed a -1 placeholder)."""
+    acc = ev.column("accepted").to_numpy(zero_copy_only=False).astype(bool)
+    emitted = ev.column("emitted_token_id")
+    if (acc & ~pc.is_valid(emitted).to_numpy(zero_copy_only=False)).any():
+        raise TokenlensError(f"{where}: an accepted draft has no emitted_token_id")
+    draft = ev.column("draft_token_id").to_numpy()
+    out = emitted.fill_null(-1).to_numpy()
+    if (acc & (draft >= 0) & (draft != out)).any():
+        raise TokenlensError(f"{where}: an accepted draft differs from the token that came out")
 
 
 def _partial(run: Run, allowed: bool) -> str | None:
