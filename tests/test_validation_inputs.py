@@ -289,35 +289,45 @@ def capture_only(tmp_path: Path, keep_finished: bool) -> Path:
     return run
 
 
-def salvage_real_run(run: Path) -> dict[str, dict[str, object]]:
+def salvage_real_run(run: Path, lengths: bool) -> dict[str, dict[str, object]]:
+    """Salvage as trace does after a crash; ``lengths``: with the length each was sent with."""
     from tokenlens.rundir import salvage_partial
 
-    manifest = json.loads((run / "manifest.json").read_text())
-    cap = manifest["trace_config"]["cap_tokens"]
     truth = pq.read_table(REAL_RUN / "requests.parquet").to_pylist()
     langs = {r["request_id"]: r["lang"] for r in truth}
     pairs = {r["request_id"]: r["pair"] for r in truth}
-    salvage_partial(run, "qwen2.5", langs, pairs, {rid: cap for rid in langs})
+    if lengths:
+        cap = json.loads((run / "manifest.json").read_text())["trace_config"]["cap_tokens"]
+        salvage_partial(run, "qwen2.5", langs, pairs, {rid: cap for rid in langs})
+    else:
+        salvage_partial(run, "qwen2.5", langs, pairs)
     return {r["request_id"]: r for r in pq.read_table(run / "requests.parquet").to_pylist()}
+
+
+TRUTH = {r["request_id"]: r for r in pq.read_table(REAL_RUN / "requests.parquet").to_pylist()}
 
 
 def test_salvage_infers_finish_reasons_from_step_files(tmp_path: Path) -> None:
     run = capture_only(tmp_path, keep_finished=False)
-    salvaged = salvage_real_run(run)
-    truth = {r["request_id"]: r for r in pq.read_table(REAL_RUN / "requests.parquet").to_pylist()}
-    assert set(salvaged) == set(truth)
-    for rid, row in truth.items():
+    salvaged = salvage_real_run(run, lengths=False)
+    assert set(salvaged) == set(TRUTH)
+    for rid, row in TRUTH.items():
         assert salvaged[rid]["output_token_ids"] == row["output_token_ids"]
         assert salvaged[rid]["output_text"] == row["output_text"]
-        assert salvaged[rid]["finish_reason"] == row["finish_reason"], rid
+        # The end-of-turn token says "stop"; "length" needs the length it was sent with.
+        want = row["finish_reason"] if row["finish_reason"] == "stop" else None
+        assert salvaged[rid]["finish_reason"] == want, rid
+    salvaged = salvage_real_run(run, lengths=True)
+    assert {rid: r["finish_reason"] for rid, r in salvaged.items()} == {
+        rid: r["finish_reason"] for rid, r in TRUTH.items()
+    }
     assert json.loads((run / "manifest.json").read_text())["salvage"]["unfinished"] == []
 
 
 def test_salvage_takes_finished_requests_from_the_workers_records(tmp_path: Path) -> None:
     run = capture_only(tmp_path, keep_finished=True)
-    salvaged = salvage_real_run(run)
-    truth = {r["request_id"]: r for r in pq.read_table(REAL_RUN / "requests.parquet").to_pylist()}
-    for rid, row in truth.items():
+    salvaged = salvage_real_run(run, lengths=False)
+    for rid, row in TRUTH.items():
         for key in ("output_text", "finish_reason", "token_logprob", "prompt_token_count"):
             assert salvaged[rid][key] == row[key], (rid, key)
 
