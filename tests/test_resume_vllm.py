@@ -3,8 +3,9 @@
 Issue 16, finding 6: the engine worker runs in its own session, so killing the trace's
 process group used to leave vLLM generating into the run directory. One real trace
 (embedded pair, draft model k=3, three short prompts one at a time) is killed as soon
-as its first request finished; then nothing of it may survive, the run must be
-``partial``, and resuming must give a complete run whose events reconcile exactly.
+as its first request finished and the second is under way; then nothing of it may
+survive, the run must be ``partial``, and resuming must give a complete run whose
+events reconcile exactly.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import psutil
 import pytest
 
 from tests.support import REPO, check_events, process_gone, write_prompts
-from tokenlens.rundir import read_run
+from tokenlens.capture.events import build_capture
+from tokenlens.rundir import read_finished, read_run
 
 pytestmark = pytest.mark.vllm
 
@@ -49,11 +51,12 @@ class Killed:
     pids: tuple[int, ...]  # the trace, its engine worker and vLLM's processes
 
 
+def _lines(run: Path, pattern: str) -> int:
+    return sum(p.read_text(encoding="utf-8").count("\n") for p in (run / "capture").glob(pattern))
+
+
 def _finished_lines(run: Path) -> int:
-    return sum(
-        p.read_text(encoding="utf-8").count("\n")
-        for p in (run / "capture").glob("finished-*.jsonl")
-    )
+    return _lines(run, "finished-*.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +80,11 @@ def killed(pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) ->
             assert time.monotonic() < deadline, "no request finished"
             assert proc.poll() is None, "the trace ended before it could be killed"
             time.sleep(0.1)
+        steps = _lines(run, "steps-*.jsonl")
+        while _lines(run, "steps-*.jsonl") < steps + 2:  # the next request is under way
+            assert time.monotonic() < deadline, "the second request never started"
+            assert proc.poll() is None, "the trace ended before it could be killed"
+            time.sleep(0.05)
         pids = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -102,7 +110,10 @@ def test_the_killed_run_is_partial(killed: Killed) -> None:
     manifest = json.loads((killed.run / "manifest.json").read_text())
     assert manifest["status"] == "partial"
     assert not (killed.run / "requests.parquet").exists()
-    assert _finished_lines(killed.run) < len(PROMPTS)
+    finished = read_finished(killed.run / "capture")
+    assert 1 <= len(finished) < len(PROMPTS)
+    in_flight = set(build_capture(killed.run / "capture").outputs) - set(finished)
+    assert in_flight, "the kill should cut a request off mid-generation"
 
 
 def test_resume_completes_the_run_and_reconciles(killed: Killed) -> None:
