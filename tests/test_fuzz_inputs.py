@@ -250,14 +250,26 @@ TABLES = {
     "requests.parquet": pq.read_schema(REAL_RUN / "requests.parquet").names,
     "events.parquet": pq.read_schema(REAL_RUN / "events.parquet").names,
 }
-MANIFEST_KEYS = [*json.loads((REAL_RUN / "manifest.json").read_text()), "resumed"]
+# The keys analyze reads first (drawn as often as all the others together).
+READ_KEYS = ["status", "tokenizer", "speculative", "signature", "reconciliation", "resumed"]
+READ_KEYS += ["salvage", "salvaged_at"]
+MANIFEST_KEYS = st.sampled_from(READ_KEYS) | st.sampled_from(
+    sorted(json.loads((REAL_RUN / "manifest.json").read_text()))
+)
 table_names = st.sampled_from(sorted(TABLES))
 damages = st.one_of(
     st.tuples(st.just("delete"), st.sampled_from(FILES)),
     st.tuples(st.just("garbage"), st.sampled_from(FILES), st.binary(max_size=48)),
     st.tuples(st.just("truncate"), st.sampled_from(FILES), st.floats(0, 1)),
-    st.tuples(st.just("manifest"), st.sampled_from(MANIFEST_KEYS), json_values),
-    st.tuples(st.just("manifest_drop"), st.sampled_from(MANIFEST_KEYS)),
+    st.tuples(st.just("manifest"), MANIFEST_KEYS, json_values),
+    st.tuples(
+        st.just("manifest"),
+        st.just("speculative"),
+        st.dictionaries(
+            st.sampled_from(["method", "num_speculative_tokens", "model"]), json_values
+        ),
+    ),
+    st.tuples(st.just("manifest_drop"), MANIFEST_KEYS),
     st.tuples(
         st.just("metrics"),
         st.sampled_from(["num_drafts", "num_draft_tokens", "num_accepted_tokens"])
@@ -352,7 +364,7 @@ def damage(run: Path, item: tuple[Any, ...], rng: random.Random) -> None:
     pq.write_table(table, run / target)
 
 
-@fuzz(30)
+@fuzz(80)
 @given(
     items=st.lists(damages, min_size=1, max_size=3),
     flags=st.lists(

@@ -103,8 +103,12 @@ def validate_inputs(config: AnalyzeConfig) -> CheckedInputs:
         if line:
             warnings.append(line)
         resumed = run.manifest.get("resumed")
-        if resumed and run.complete:
-            salvaged = sum(int(r.get("salvaged_requests") or 0) for r in resumed)
+        if isinstance(resumed, list) and resumed and run.complete:
+            salvaged = sum(
+                r["salvaged_requests"]
+                for r in resumed
+                if isinstance(r, dict) and isinstance(r.get("salvaged_requests"), int)
+            )
             notes.append(
                 f"{run.path}: resumed after a crash; {salvaged} requests were salvaged from "
                 "step files (their counters are not vLLM's), the rest reconciled with vLLM"
@@ -353,7 +357,10 @@ def _unreconciled(run: Run, allowed: bool) -> str | None:
     problems = reconcile(run.events, run.metrics)
     recorded = run.manifest.get("reconciliation") or {}
     if not problems and recorded.get("exact") is False:
-        problems = [str(d) for d in recorded.get("differences") or ["the trace found a difference"]]
+        differences = recorded.get("differences")
+        if not isinstance(differences, list) or not differences:
+            differences = [differences or "the trace recorded a difference"]
+        problems = [str(d) for d in differences]
     if not problems:
         return None
     if not allowed:
