@@ -19,7 +19,7 @@ from tokenlens.bench.run import BenchConfig, run_bench
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.models.embedded import ensure_pair
 from tokenlens.progress import SILENT, Progress
-from tokenlens.report import write_analyze_report
+from tokenlens.report import write_analyze_report, write_bench_report
 from tokenlens.report.findings import findings_markdown
 from tokenlens.report.index import write_index
 from tokenlens.rundir import read_run
@@ -110,6 +110,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
             progress,
         )
         bench_dir = bench.out
+        write_bench_report(bench_dir)
     runs = []
     for name, method, k in size.traces:
         trace = TraceConfig(

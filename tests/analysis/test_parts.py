@@ -55,7 +55,9 @@ def test_resampler_pairs_prompts_and_shares_weights_across_runs() -> None:
     rows = []
     for run in ("ngram", "dm"):
         for i in range(4):
-            rows += block("ja", f"ja{i}", 0, 1, 1, run=run) + block("en", f"en{i}", 0, 1, 1, run=run)
+            rows += block("ja", f"ja{i}", 0, 1, 1, run=run) + block(
+                "en", f"en{i}", 0, 1, 1, run=run
+            )
     frame = frame_of(rows)
     rs = Resampler.from_frame(frame, n_boot=200, seed=1)
     assert rs.unit == "prompt pair" and rs.n_clusters == 4
@@ -75,7 +77,9 @@ def test_resampler_pairs_prompts_and_shares_weights_across_runs() -> None:
     assert len(np.unique(rs2.cluster)) == 8
 
 
-def _two_class_frame(ja: list[tuple[int, int, int]], en: list[tuple[int, int, int]], prompts: int) -> pd.DataFrame:
+def _two_class_frame(
+    ja: list[tuple[int, int, int]], en: list[tuple[int, int, int]], prompts: int
+) -> pd.DataFrame:
     """(class, accepted, rejected) per prompt, repeated over ``prompts`` prompt pairs."""
     rows: list[dict[str, Any]] = []
     for i in range(prompts):

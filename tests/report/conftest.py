@@ -11,19 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import PAYLOADS
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis.simulate import scenario, simulate
-
-# Each string attacks one place text enters the page; U+2028/U+2029 end lines in
-# older JavaScript parsers, "<!--" changes the HTML parser's state inside <script>.
-PAYLOADS = (
-    "<script>document.title='PWNED'</script>",
-    "</script><script>window.__pwned=1</script>",
-    '"><img src=x onerror="window.__pwned=2">',
-    "</textarea><b id=pwn>bold</b>",
-    "line\u2028sep\u2029end",
-    "<!--<script>window.__pwned=3</script>",
-)
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.bench.test_tables import BENCH, roundtrip, synthetic_rows
-from tests.report.conftest import PAYLOADS
+from tests.support import BENCH, PAYLOADS, roundtrip, synthetic_rows
 from tokenlens.bench.results import Row, write_results
 from tokenlens.report.findings import findings_markdown, write_findings
 

@@ -10,11 +10,12 @@ groups (fewer rows than min_count) are drawn hollow.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import altair as alt
+
+from tokenlens.format import finite, lang_order
 
 Spec = dict[str, Any]
 Row = dict[str, Any]
@@ -45,24 +46,16 @@ def inline_data(rows: list[Row]) -> alt.Data:
     return alt.Data(values=rows)  # type: ignore[no-untyped-call]
 
 
-def finite(value: Any) -> float | None:
-    """A finite float or None: JSON has no NaN, and Vega-Lite drops nulls from scales."""
-    if value is None:
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
 def _pp(value: Any) -> float | None:
-    """A difference of rates in percentage points."""
+    """A difference of rates in percentage points (JSON has no NaN, and Vega-Lite drops
+    nulls from scales: :func:`~tokenlens.format.finite`)."""
     number = finite(value)
     return None if number is None else 100.0 * number
 
 
 def languages(summary: Mapping[str, Any]) -> list[str]:
     """Languages of the analysis, Japanese and English first (the comparison studied)."""
-    langs = list(summary.get("acceptance") or {})
-    return sorted(langs, key=lambda lang: ({"ja": 0, "en": 1}.get(lang, 2), lang))
+    return lang_order(summary.get("acceptance") or {})
 
 
 def lang_color(langs: list[str]) -> alt.Color:
