@@ -108,11 +108,26 @@ def qty(value: Any, kind: str) -> str:
     return text if text == MISSING else text + FORMATS[kind].unit
 
 
+def not_estimable(stat: Mapping[str, Any] | None, key: str = "value") -> str | None:
+    """``not estimable (why)`` for a figure the analysis marked as such, else None.
+
+    summary.json never prints an unestimable part as 0: it is null with a
+    ``not_estimable`` reason, and every view says so in the same words.
+    """
+    if stat and stat.get(key) is None and stat.get("not_estimable"):
+        return f"not estimable ({' '.join(str(stat['not_estimable']).split())})"
+    return None
+
+
 def interval(stat: Mapping[str, Any] | None, kind: str, key: str = "value") -> str:
     """``+1.2 pp [-0.4, +2.9]``: ``stat[key]`` with its unit and its interval
-    (``ci_low``, ``ci_high``), the bracket left out when either bound is missing."""
+    (``ci_low``, ``ci_high``), the bracket left out when either bound is missing;
+    ``not estimable (why)`` for a figure the data cannot support."""
     if not stat:
         return MISSING
+    missing = not_estimable(stat, key)
+    if missing:
+        return missing
     text = qty(stat.get(key), kind)
     low, high = finite(stat.get("ci_low")), finite(stat.get("ci_high"))
     if text == MISSING or low is None or high is None:
@@ -124,13 +139,16 @@ def interval_prose(
     stat: Mapping[str, Any] | None, kind: str, key: str = "value", level: str = "95%"
 ) -> str:
     """``-6.2 pp (95% CI -7.9 to -4.6)``: the same as :func:`interval`, for a sentence;
-    ``n/a`` when there is no value."""
+    ``not estimable (why)`` or ``n/a`` when there is no value."""
+    missing = not_estimable(stat, key)
+    if missing:
+        return missing
     text = qty((stat or {}).get(key), kind)
     if text == MISSING:
         return "n/a"
     low, high = finite((stat or {}).get("ci_low")), finite((stat or {}).get("ci_high"))
     if low is None or high is None:
-        return text
+        return f"{text} (no interval)"
     return f"{text} ({level} CI {num(low, kind)} to {num(high, kind)})"
 
 

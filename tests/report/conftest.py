@@ -14,15 +14,32 @@ import pytest
 from tests.support import PAYLOADS
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis.simulate import scenario, simulate
+from tokenlens.report import write_analyze_report
 
 
 @pytest.fixture(scope="session")
 def analysis(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An analysis of a trained drafter and an n-gram run, 10 requests per language."""
+    """An analysis of a trained drafter and an n-gram run, 30 prompts per language (enough
+    for every part of the confidence split to be estimable)."""
     root = tmp_path_factory.mktemp("sim")
-    sc = scenario(True, True, requests=10, steps=12, k=3)
+    sc = scenario(True, True, requests=30, steps=20, k=3)
     runs = tuple(
         simulate(sc, method, seed=i).write(root / method)
+        for i, method in enumerate(("draft_model", "ngram"))
+    )
+    run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
+    write_analyze_report(root / "ana")
+    return root / "ana"
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smoke-sized analysis (5 prompts per language): every verdict insufficient_data,
+    and splits too thin to estimate."""
+    root = tmp_path_factory.mktemp("small")
+    sc = scenario(True, True, requests=5, steps=8, k=3)
+    runs = tuple(
+        simulate(sc, method, seed=10 + i).write(root / method)
         for i, method in enumerate(("draft_model", "ngram"))
     )
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))

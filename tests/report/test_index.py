@@ -114,11 +114,20 @@ def test_headline_numbers_verdicts_and_signatures(page: str, study: dict[str, An
         for block in ("acceptance", "acceptance_judged"):
             s = summary[block][lang]
             assert f"<td>{s['rate']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]</td>" in text
-    words = {"supported": "supported", "not_supported": "not supported"}
+    words = {
+        "supported": "supported",
+        "not_supported": "not supported",
+        "no_japanese_deficit": "no Japanese deficit",
+        "inconclusive": "inconclusive",
+        "insufficient_data": "insufficient data",
+    }
     for key in ("H1", "H2"):
         h = summary["hypotheses"][key]
-        lo, hi = 100 * h["ci_low"], 100 * h["ci_high"]
-        effect = f"effect {100 * h['effect']:+.1f} pp [{lo:+.1f}, {hi:+.1f}]"
+        if h["effect"] is None:
+            effect = f"effect not estimable ({h['not_estimable']})"
+        else:
+            lo, hi = 100 * h["ci_low"], 100 * h["ci_high"]
+            effect = f"effect {100 * h['effect']:+.1f} pp [{lo:+.1f}, {hi:+.1f}]"
         card = text[text.index(f"<h3>{key}: ") :]
         assert f'<span class="verdict {h["verdict"]}">{words[h["verdict"]]}</span>' in card
         assert effect in card[: card.index("</div>")]

@@ -10,27 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-LANG_ORDER = ("ja", "en")
+from tokenlens.format import MISSING, interval, lang_order, num, qty, rate_cell
+
 PARTS = ("gap", "composition", "within", "out_of_support")
 
 
-def _langs(block: dict[str, Any]) -> list[str]:
-    return [x for x in LANG_ORDER if x in block] + sorted(x for x in block if x not in LANG_ORDER)
-
-
 def _cell(entry: dict[str, Any] | None, key: str = "rate") -> str:
-    if not entry:
-        return "–"
-    if entry.get(key) is None:
-        return f"not estimable ({entry.get('not_estimable') or 'no data'})"
-    lo, hi = entry.get("ci_low"), entry.get("ci_high")
-    ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else " [no interval]"
-    mark = "*" if entry.get("sparse") else ""
-    return f"{entry[key]:.3f}{ci} (n={entry['n']}){mark}"
+    return rate_cell(entry, count=True, key=key)
 
 
 def _group_table(title: str, block: dict[str, Any]) -> list[str]:
-    langs = _langs(block)
+    langs = lang_order(block)
     groups: list[str] = []
     for lang in langs:
         groups += [g for g in block[lang] if g not in groups]
@@ -43,21 +33,18 @@ def _group_table(title: str, block: dict[str, Any]) -> list[str]:
 
 def pp_cell(entry: dict[str, Any] | None) -> str:
     """``-6.2 pp [-7.9, -4.6]``, or ``not estimable (why)``."""
-    if not entry:
-        return "–"
-    if entry.get("value") is None:
-        return f"not estimable ({entry.get('not_estimable') or 'no data'})"
-    lo, hi = entry.get("ci_low"), entry.get("ci_high")
-    ci = f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None and hi is not None else ""
-    if lo is None and entry.get("no_interval"):
-        ci = f" (no interval: {entry['no_interval']})"
-    return f"{100 * entry['value']:+.1f} pp{ci}"
+    text = interval(entry, "pp")
+    if entry and entry.get("value") is not None and entry.get("no_interval"):
+        text += f" (no interval: {entry['no_interval']})"
+    return text
 
 
 def _decomposition_rows(label: str, dec: dict[str, Any]) -> list[str]:
     support = dec.get("support") or {}
     shares = (
-        f"{support.get('share_ja', 0):.0%} / {support.get('share_en', 0):.0%}" if support else "–"
+        f"{num(support.get('share_ja'), 'share')} / {num(support.get('share_en'), 'share')}"
+        if support
+        else MISSING
     )
     return [f"| {label} | {shares} | " + " | ".join(pp_cell(dec.get(p)) for p in PARTS) + " |"]
 
@@ -77,7 +64,7 @@ def render(summary: dict[str, Any]) -> str:
     lines += ["## Acceptance (accepted / draft tokens, as vLLM counts)", ""]
     lines += ["| lang | rate [95% CI] | judged-position rate | accepted chars/step |"]
     lines += ["|---|---|---|---|"]
-    for lang in _langs(acc):
+    for lang in lang_order(acc):
         judged = summary.get("acceptance_judged", {}).get(lang)
         chars = summary.get("text_per_step", {}).get(lang, {}).get("accepted_chars")
         lines.append(f"| {lang} | {_cell(acc[lang])} | {_cell(judged)} | {_cell(chars, 'value')} |")
@@ -133,9 +120,9 @@ def render(summary: dict[str, Any]) -> str:
         if power.get("mde") is not None:
             needed = power.get("prompts_needed") or {}
             lines.append(
-                f"  Minimum detectable effect at this size: {100 * power['mde']:.1f} pp; "
+                f"  Minimum detectable effect at this size: {qty(-power['mde'], 'pp')}; "
                 + "; ".join(
-                    f"a {100 * float(size):.0f} pp effect needs ~{n} prompts per language"
+                    f"a {qty(-float(size), 'pp')} effect needs ~{n} prompts per language"
                     for size, n in needed.items()
                     if n is not None
                 )

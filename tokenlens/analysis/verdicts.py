@@ -51,6 +51,7 @@ from tokenlens.analysis.decompose import (
 )
 from tokenlens.analysis.gap import gap
 from tokenlens.analysis.join import TRAINING_FREE
+from tokenlens.format import interval_prose
 
 SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"
 NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT = "no_japanese_deficit", "inconclusive", "insufficient_data"
@@ -113,17 +114,7 @@ def combine(effect: str, check: str | None) -> str:
 
 def pp(effect: dict[str, Any] | None) -> str:
     """``-6.2 pp (95% CI -7.9 to -4.6)``; ``not estimable (why)`` for a null."""
-    if effect is None:
-        return "not available"
-    if effect.get("value") is None:
-        return f"not estimable ({effect.get('not_estimable') or 'no data'})"
-    lo, hi = effect.get("ci_low"), effect.get("ci_high")
-    ci = (
-        f" (95% CI {100 * lo:+.1f} to {100 * hi:+.1f})"
-        if lo is not None and hi is not None
-        else " (no interval)"
-    )
-    return f"{100 * effect['value']:+.1f} pp{ci}"
+    return interval_prose(effect, "pp") if effect is not None else "not available"
 
 
 def families(frame: pd.DataFrame) -> dict[str, Mask]:

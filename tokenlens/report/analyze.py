@@ -98,7 +98,12 @@ def hypotheses(
         if not h and not every:
             continue
         verdict = str(h.get("verdict", "inconclusive"))
-        effect = {"value": h.get("effect"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")}
+        effect = {
+            "value": h.get("effect"),
+            "ci_low": h.get("ci_low"),
+            "ci_high": h.get("ci_high"),
+            "not_estimable": h.get("not_estimable") if h.get("effect") is None else None,
+        }
         cards.append(
             {
                 "key": key,

@@ -153,7 +153,8 @@ def _rate_spec(
     return chart.to_dict()
 
 
-_PARTS = ("gap", "composition", "within")
+_PARTS = ("gap", "composition", "within", "out_of_support")
+_CLASS_PARTS = ("composition", "within", "out_of_support")
 
 
 def gap_rows(summary: Mapping[str, Any]) -> list[Row]:
@@ -163,9 +164,24 @@ def gap_rows(summary: Mapping[str, Any]) -> list[Row]:
     for key, label in (("overall", "all rows (vLLM)"), ("judged", "judged rows")):
         if gap.get(key):
             rows.append(_value_row(gap[key], by="total", part=label))
-    for by, deco in (gap.get("decomposition") or {}).items():
-        rows += [_value_row(deco[part], by=by, part=part) for part in _PARTS if deco.get(part)]
+    for by, deco in _decompositions(summary):
+        rows += [
+            _value_row(deco[part], by=by, part=part)
+            for part in _PARTS
+            if (deco.get(part) or {}).get("value") is not None  # not estimable: no mark
+        ]
     return rows
+
+
+def _decompositions(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(label, split) for the confidence split of each drafter family, then the
+    descriptive splits of the primary family."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for family, block in (summary.get("families") or {}).items():
+        if (block or {}).get("confidence"):
+            out.append((f"confidence ({family.replace('_', '-')})", block["confidence"]))
+    out += list(((summary.get("gap") or {}).get("decomposition") or {}).items())
+    return out
 
 
 def _value_row(stat: Mapping[str, Any], **labels: str) -> Row:
@@ -179,7 +195,7 @@ def _value_row(stat: Mapping[str, Any], **labels: str) -> Row:
 
 
 def gap_chart(summary: Mapping[str, Any]) -> Spec:
-    """Gap, composition and within parts per decomposition, with intervals (pp)."""
+    """Gap and its three parts per split, with intervals (pp); not estimable parts have no mark."""
     rows = gap_rows(summary)
     parts = first_seen(r["part"] for r in rows)
     color = alt.Color("part:N", title="part", sort=parts)
@@ -212,7 +228,7 @@ def gap_chart(summary: Mapping[str, Any]) -> Spec:
 
 def decomposition_rows(summary: Mapping[str, Any]) -> list[Row]:
     """Per-class composition and within contributions of every decomposition, in pp."""
-    decompositions = (summary.get("gap") or {}).get("decomposition") or {}
+    decompositions = dict(_decompositions(summary))
     return [
         {
             "by": by,
@@ -227,7 +243,8 @@ def decomposition_rows(summary: Mapping[str, Any]) -> list[Row]:
         }
         for by, deco in decompositions.items()
         for cls in deco.get("classes") or []
-        for part in ("composition", "within")
+        for part in _CLASS_PARTS
+        if (cls.get(part) or {}).get("value") is not None
     ]
 
 
@@ -260,7 +277,8 @@ def decomposition_chart(summary: Mapping[str, Any]) -> Spec:
     by_order = first_seen(r["by"] for r in rows)
     chart = bars.facet(
         row=alt.Row("by:N", sort=by_order, title=None, header=alt.Header(labelAngle=0)),
-        title="Per-class contributions to the gap (composition: shares; within: rates)",
+        title="Per-class contributions to the gap (composition: shares; within: rates; "
+        "out of support)",
     )
     spec: Spec = chart.resolve_scale(y="independent").to_dict()
     return spec

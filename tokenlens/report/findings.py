@@ -8,52 +8,41 @@ except orderings and maxima, and the only fixed prose is the scope section (what
 embedded CPU pair can and cannot say about Qwen3.5 with MTP / D-Flash on a GPU),
 which is a statement about the setup, not a measurement.
 
-Same input, same text: no dates, stable orderings, and every number goes through
-:func:`num` (formats in :data:`FORMATS`), which :mod:`tokenlens.report.index` uses too.
-Text from the files (class names, run labels, evidence sentences, plan names) is
-escaped for Markdown by :func:`md` / :func:`code`, so a label cannot break a table or
-smuggle HTML into a renderer.
+Same input, same text: no dates, stable orderings, and every number and every piece
+of Markdown goes through :mod:`tokenlens.format` (the one place for number formats,
+language order and escaping), so a label cannot break a table or smuggle HTML into a
+renderer, and a figure the data cannot support reads "not estimable (why)".
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenlens.bench.tables import BenchGroup, is_baseline
+from tokenlens.bench.tables import groups as bench_groups
+from tokenlens.format import (
+    HYPOTHESES,
+    LANG_ORDER,
+    MISSING,
+    VERDICT_WORDS,
+    code,
+    interval,
+    lang_name,
+    lang_order,
+    md,
+    md_table,
+    num,
+    qty,
+    rate_cell,
+)
+from tokenlens.format import finite as _finite
 from tokenlens.signature import parse_signature
 
 FINDINGS = "FINDINGS.md"
 
-# A value that is missing or does not apply.
-MISSING = "–"
-
-# Every number format of FINDINGS.md and the index page, in one place:
-# (format spec, scale, suffix of the number, unit after the number).
-FORMATS: dict[str, tuple[str, float, str, str]] = {
-    "rate": (".3f", 1.0, "", ""),  # acceptance rates
-    "pp": ("+.1f", 100.0, "", " pp"),  # differences of rates, in percentage points
-    "pct": ("+.0f", 100.0, "%", ""),  # relative differences
-    "share": (".0f", 100.0, "%", ""),  # a language's share of rows
-    "speedup": (".2f", 1.0, "", "×"),  # × the baseline
-    "throughput": (".1f", 1.0, "", ""),  # tok/s, chars/s
-    "per_step": (".2f", 1.0, "", ""),  # tokens or characters per verification step
-    "cost": (".2f", 1.0, "", ""),  # draft cost c
-}
-
-LANG_ORDER = ("ja", "en")
-LANG_NAMES = {"ja": "Japanese", "en": "English"}
-HYPOTHESES = {"H1": "tokenization / text structure", "H2": "training data"}
-VERDICT_WORDS = {
-    "supported": "supported",
-    "not_supported": "not supported",
-    "no_japanese_deficit": "no Japanese deficit",
-    "inconclusive": "inconclusive",
-    "insufficient_data": "insufficient data",
-}
 RULE_WORDS = {
     "yes": "yes: the whole interval lies below −δ",
     "no": "no: the whole interval lies above −δ",
@@ -76,93 +65,13 @@ DECOMPOSITIONS: tuple[tuple[str, str], ...] = (
 TOP_CLASSES = 8
 
 
-# --- formatting (the one place numbers become text) -------------------------------------
-
-
-def _finite(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def num(value: Any, kind: str) -> str:
-    """``value`` as the number of a ``kind`` (:data:`FORMATS`), without its unit."""
-    number = _finite(value)
-    if number is None:
-        return MISSING
-    spec, scale, suffix, _ = FORMATS[kind]
-    return format(number * scale, spec) + suffix
-
-
-def qty(value: Any, kind: str) -> str:
-    """``value`` with its unit: ``+1.2 pp``, ``1.45×``."""
-    text = num(value, kind)
-    return text if text == MISSING else text + FORMATS[kind][3]
-
-
-def interval(stat: Mapping[str, Any] | None, kind: str, key: str = "value") -> str:
-    """``+1.2 pp [-0.4, +2.9]``: the statistic and its interval (bracket left out when
-    the analysis gave none, e.g. a rate resting on one prompt); a figure the data
-    cannot support reads ``not estimable (why)``."""
-    if not stat:
-        return MISSING
-    if stat.get(key) is None and stat.get("not_estimable"):
-        return f"not estimable ({md(stat['not_estimable'])})"
-    text = qty(stat.get(key), kind)
-    lo, hi = _finite(stat.get("ci_low")), _finite(stat.get("ci_high"))
-    if text == MISSING or lo is None or hi is None:
-        return text
-    return f"{text} [{num(lo, kind)}, {num(hi, kind)}]"
-
-
-def rate_cell(stat: Mapping[str, Any] | None) -> str:
-    """A rate with its interval, ``*`` when the group is sparse (below min_count)."""
-    text = interval(stat, "rate", "rate")
-    return text + "*" if stat and stat.get("sparse") and text != MISSING else text
-
-
-# --- Markdown escaping --------------------------------------------------------------------
-
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#&!~])")
-
-
-def md(value: Any) -> str:
-    """Text from a file as Markdown prose: one line (any line break, U+2028 included,
-    becomes a space) with every character Markdown or HTML could act on escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
-
-
-def code(value: Any, table: bool = False) -> str:
-    """``value`` as a code span (identifiers, signatures); ``table`` escapes ``|``,
-    which would end a GFM table cell even inside a code span."""
-    text = " ".join(str(value).split())
-    ticks = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (ticks + 1)
-    if text.startswith("`") or text.endswith("`"):
-        text = f" {text} "
-    if table:
-        text = text.replace("|", "\\|")
-    return f"{fence}{text}{fence}"
+def languages(block: Mapping[str, Any] | None) -> list[str]:
+    """Japanese and English first, then any other language alphabetically."""
+    return lang_order(block or {})
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return [*lines, ""]
-
-
-def languages(block: Mapping[str, Any] | None) -> list[str]:
-    """Japanese and English first, then any other language alphabetically."""
-    block = block or {}
-    return [x for x in LANG_ORDER if x in block] + sorted(x for x in block if x not in LANG_ORDER)
-
-
-def lang_name(lang: str) -> str:
-    return LANG_NAMES.get(lang, md(lang))
+    return md_table(header, rows)
 
 
 # --- bench rows -----------------------------------------------------------------------------
@@ -185,18 +94,6 @@ def best_speedups(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, A
 def method_label(row: Mapping[str, Any]) -> str:
     """``draft k=3`` (the plan's method name and k), as Markdown."""
     return f"{md(row.get('method_label') or row.get('method'))} k={md(row.get('k'))}"
-
-
-def _group_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(
-        str(row.get(c) or "") for c in ("model", "dtype", "quantization", "corpus", "length")
-    )
-
-
-def _group_title(row: Mapping[str, Any]) -> str:
-    kind = ", ".join(str(row[c]) for c in ("dtype", "quantization") if row.get(c))
-    model = f"{row.get('model')} ({kind})" if kind else str(row.get("model"))
-    return f"{md(model)} · corpus {md(row.get('corpus'))} · length {md(row.get('length'))}"
 
 
 # --- sections -------------------------------------------------------------------------------
@@ -503,13 +400,20 @@ def _acceptance(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _split_row(label: str, dec: Mapping[str, Any]) -> list[str]:
+def _split_row(label: str, dec: Mapping[str, Any], notes: list[str]) -> list[str]:
+    """One row of the split table; a split the data cannot support gets a numbered note
+    with the reason instead of three copies of it."""
     support = dec.get("support") or {}
+    if dec.get("not_estimable"):
+        notes.append(f"{label}: {md(dec['not_estimable'])}")
+        parts = [f"not estimable ({len(notes)})"] * len(PARTS)
+    else:
+        parts = [interval(dec.get(part), "pp") for part, _ in PARTS]
     return [
         label,
         md((dec.get("gap") or {}).get("n", MISSING)),
         interval(dec.get("gap"), "pp"),
-        *(interval(dec.get(part), "pp") for part, _ in PARTS),
+        *parts,
         num(1.0 - support["share_ja"], "share") if "share_ja" in support else MISSING,
         num(1.0 - support["share_en"], "share") if "share_en" in support else MISSING,
     ]
@@ -543,11 +447,12 @@ def _gap(summary: Mapping[str, Any]) -> list[str]:
         "composition.",
         "",
     ]
-    rows = []
+    rows: list[list[str]] = []
+    notes: list[str] = []
     for name, block in families.items():
         if block.get("confidence"):
             label = f"target's confidence, {FAMILY_NAMES.get(name, md(name))}"
-            rows.append(_split_row(label, block["confidence"]))
+            rows.append(_split_row(label, block["confidence"], notes))
     contrast = summary.get("h2_contrast")
     if gap:
         family = FAMILY_NAMES.get(str(gap.get("family")), md(gap.get("family")))
@@ -568,9 +473,12 @@ def _gap(summary: Mapping[str, Any]) -> list[str]:
         decs = gap.get("decomposition") or {}
         for column, label in DECOMPOSITIONS:
             if column in decs:
-                rows.append(_split_row(f"{label}, {family}", decs[column]))
+                rows.append(_split_row(f"{label}, {family}", decs[column], notes))
     if rows:
         lines += _table(SPLIT_HEADER, rows)
+    if notes:
+        lines += [f"Not estimable: ({i}) {note}." for i, note in enumerate(notes, 1)]
+        lines.append("")
     return lines
 
 
@@ -651,57 +559,49 @@ def _bench(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> list[s
         lines += [f"**Partial**: {done} of {total} cases measured.", ""]
     if not rows:
         return [*lines, "The bench has no measured cases yet.", ""]
-    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault(_group_key(row), []).append(row)
     lines += [
         "Output tokens and characters per second (median over the repeats) and their "
         "speedup over the baseline (no speculation) of the same model and language; acc "
         "is vLLM's acceptance rate.",
         "",
     ]
-    for group in groups.values():
-        lines += _bench_group(group)
+    for group in bench_groups(dict(r) for r in rows):
+        lines += _bench_group(BenchGroup(group))
     others = sorted({str(r.get("lang")) for r in rows} - set(LANG_ORDER))
     if others:
         lines += [f"Other languages in results.csv: {md(', '.join(others))} (see results.md).", ""]
     return lines
 
 
-def _bench_group(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    variants: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
-    duplicates = []
-    for row in sorted(rows, key=lambda r: r.get("method") != "none"):  # baseline first
-        cell = variants.setdefault((str(row.get("method_label")), str(row.get("k"))), {})
-        lang = str(row.get("lang"))
-        if lang in cell:
-            duplicates.append(str(row.get("case_id")))
-        else:
-            cell[lang] = row
+def _bench_group(group: BenchGroup) -> list[str]:
     table = []
     wins = {"ja": 0, "en": 0}
-    for (label, k), by_lang in variants.items():
-        ja, en = by_lang.get("ja") or {}, by_lang.get("en") or {}
+    for variant in group.variants:
+
+        def cell(lang: str, column: str, v: dict[str, Any] = variant) -> Any:
+            return group.get(v, lang, column)
+
         table.append(
             [
-                md(label),
-                md(k),
-                num(ja.get("tok_s"), "throughput"),
-                num(en.get("tok_s"), "throughput"),
-                qty(ja.get("speedup_tok_s"), "speedup"),
-                qty(en.get("speedup_tok_s"), "speedup"),
-                num(ja.get("chars_s"), "throughput"),
-                num(en.get("chars_s"), "throughput"),
-                qty(ja.get("speedup_chars_s"), "speedup"),
-                qty(en.get("speedup_chars_s"), "speedup"),
-                num(ja.get("acceptance_rate"), "rate"),
-                num(en.get("acceptance_rate"), "rate"),
+                md(variant.get("method_label") or variant.get("method")),
+                md(variant.get("k")),
+                num(cell("ja", "tok_s"), "throughput"),
+                num(cell("en", "tok_s"), "throughput"),
+                qty(cell("ja", "speedup_tok_s"), "speedup"),
+                qty(cell("en", "speedup_tok_s"), "speedup"),
+                num(cell("ja", "chars_s"), "throughput"),
+                num(cell("en", "chars_s"), "throughput"),
+                qty(cell("ja", "speedup_chars_s"), "speedup"),
+                qty(cell("en", "speedup_chars_s"), "speedup"),
+                num(cell("ja", "acceptance_rate"), "rate"),
+                num(cell("en", "acceptance_rate"), "rate"),
             ]
         )
-        s_ja, s_en = _finite(ja.get("speedup_tok_s")), _finite(en.get("speedup_tok_s"))
-        if ja.get("method") != "none" and s_ja is not None and s_en is not None and s_ja != s_en:
+        s_ja = _finite(cell("ja", "speedup_tok_s"))
+        s_en = _finite(cell("en", "speedup_tok_s"))
+        if not is_baseline(variant) and s_ja is not None and s_en is not None and s_ja != s_en:
             wins["en" if s_en > s_ja else "ja"] += 1
-    lines = [f"#### {_group_title(rows[0])}", ""]
+    lines = [f"#### {group.label}", ""]
     lines += _table(
         [
             "method",
@@ -726,11 +626,9 @@ def _bench_group(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{compared} speculative setups compared, Japanese more for {wins['ja']}.",
             "",
         ]
-    if duplicates:
-        lines += [
-            f"Not shown (same method, k and language twice): {md(', '.join(duplicates))}.",
-            "",
-        ]
+    if group.duplicates:
+        dupes = ", ".join(str(row.get("case_id")) for row, _ in group.duplicates)
+        lines += [f"Not shown (same method, k and language twice): {md(dupes)}.", ""]
     return lines
 
 
