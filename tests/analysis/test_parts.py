@@ -24,13 +24,17 @@ from tokenlens.analysis.verdicts import (
     INCONCLUSIVE,
     NA,
     NO,
+    NO_DEFICIT,
     NOT_SUPPORTED,
     SUPPORTED,
     UNSURE,
     YES,
     Rules,
     _power,
+    _rule,
     combine,
+    compute_parts,
+    decide,
     tri,
 )
 
@@ -253,3 +257,29 @@ def test_power_from_the_interval() -> None:
     assert out["mde"] == pytest.approx(0.02 + (t975 + stats.t.ppf(0.8, df)) * se)
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
     assert out["prompts_needed"]["0.1"] == int(np.ceil(30 * (z * se / 0.08) ** 2))
+
+
+def test_a_japanese_advantage_is_no_deficit_not_a_refutation() -> None:
+    rules = Rules()
+    ahead = {"value": 0.08, "ci_low": 0.03, "ci_high": 0.13}
+    verdict, note = _rule(ahead, NO, None, rules)
+    assert verdict == NO_DEFICIT and "no deficit to explain" in note
+    behind = {"value": -0.08, "ci_low": -0.13, "ci_high": -0.03}
+    assert _rule(behind, NO, None, rules)[0] == NOT_SUPPORTED
+    assert _rule(behind, YES, NO, rules) == (INCONCLUSIVE, " The check disagrees with the effect.")
+    unsure_gap = {"value": 0.0, "ci_low": -0.05, "ci_high": 0.05}
+    assert _rule(unsure_gap, YES, UNSURE, rules)[0] == SUPPORTED
+
+
+def test_too_few_prompts_is_insufficient_data_whatever_the_numbers() -> None:
+    rows: list[dict[str, Any]] = []
+    for i in range(4):  # a huge, clean gap from 4 prompts per language
+        rows += block("ja", f"ja{i}", 0, 1 + i % 2, 9, top1_prob=0.5 + 0.1 * i)
+        rows += block("en", f"en{i}", 0, 9, 1 + i % 2, top1_prob=0.5 + 0.1 * i)
+    frame = frame_of(rows)
+    rs = Resampler.from_frame(frame, 100, 0)
+    parts = compute_parts(frame, rs, Support())
+    out = decide(frame, rs, Rules(), parts)
+    for h in out.values():
+        assert h["verdict"] == "insufficient_data"
+        assert "4 Japanese and 4 English prompts" in h["evidence"]

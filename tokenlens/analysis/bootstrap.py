@@ -247,6 +247,18 @@ def t_quantile(df: F64 | float, level: float = LEVEL) -> F64:
     return np.asarray(np.where(df_arr >= 1, q, np.nan), dtype=np.float64)
 
 
+def _prepare(
+    point: F64, boot: F64, g: I64 | int, h: I64 | int
+) -> tuple[F64, F64, npt.NDArray[np.bool_], F64, F64]:
+    """Arrays of one shape: point, replicates (NaN where undefined), which columns are
+    defined enough, and G and H per column."""
+    point = np.asarray(point, dtype=np.float64)
+    g_arr = np.broadcast_to(np.asarray(g, dtype=np.float64), point.shape)
+    h_arr = np.broadcast_to(np.asarray(h, dtype=np.float64), point.shape)
+    boot, ok = _finite_boot(np.asarray(boot, dtype=np.float64).reshape(-1, *point.shape))
+    return point, boot, ok, g_arr, h_arr
+
+
 def interval(
     point: F64,
     boot: F64,
@@ -256,10 +268,7 @@ def interval(
     level: float = LEVEL,
 ) -> tuple[F64, F64]:
     """(low, high) per column for a difference-like statistic."""
-    point = np.asarray(point, dtype=np.float64)
-    g_arr = np.broadcast_to(np.asarray(g, dtype=np.float64), point.shape)
-    h_arr = np.broadcast_to(np.asarray(h, dtype=np.float64), point.shape)
-    boot, ok = _finite_boot(np.asarray(boot, dtype=np.float64).reshape(-1, *point.shape))
+    point, boot, ok, g_arr, h_arr = _prepare(point, boot, g, h)
     valid = ok & np.isfinite(point) & (g_arr >= 2)
     with np.errstate(all="ignore"):
         if method == "percentile":
@@ -286,13 +295,10 @@ def rate_interval(
     level: float = LEVEL,
 ) -> tuple[F64, F64]:
     """(low, high) per column for a rate: Wilson with the clustering's effective size."""
-    point = np.asarray(point, dtype=np.float64)
     if method == "percentile":
         return interval(point, boot, g, h, method, level)
-    g_arr = np.broadcast_to(np.asarray(g, dtype=np.float64), point.shape)
-    h_arr = np.broadcast_to(np.asarray(h, dtype=np.float64), point.shape)
+    point, boot, ok, g_arr, h_arr = _prepare(point, boot, g, h)
     n_arr = np.broadcast_to(np.asarray(n, dtype=np.float64), point.shape)
-    boot, ok = _finite_boot(np.asarray(boot, dtype=np.float64).reshape(-1, *point.shape))
     with np.errstate(all="ignore"):
         se = _spread(boot, g_arr, h_arr)
         var = point * (1.0 - point)

@@ -254,9 +254,19 @@ def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules, parts: Parts) -> di
     return out
 
 
-def _deficit_gate(gap_j: dict[str, Any] | None, rules: Rules) -> bool:
-    """True when Japanese is clearly not worse (the judged gap's interval is above −δ)."""
-    return tri(gap_j, rules.delta) == NO
+def _rule(
+    gap_j: dict[str, Any] | None, reading: str, check: str | None, rules: Rules
+) -> tuple[str, str]:
+    """(verdict, sentence to add): no deficit first, then the symmetric veto rule."""
+    if tri(gap_j, rules.delta) == NO:  # the judged gap's interval lies above −δ
+        return NO_DEFICIT, (
+            f" The judged gap is {pp(gap_j)}: Japanese is not worse than English here, "
+            "there is no deficit to explain."
+        )
+    verdict = combine(reading, check)
+    if verdict == INCONCLUSIVE and reading in (YES, NO):
+        return verdict, " The check disagrees with the effect."
+    return verdict, ""
 
 
 def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
@@ -294,13 +304,8 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         text += f" Check, the n-gram drafter's shared composition: {pp(check)}."
     elif fam == TRAINED:
         text += " No training-free (n-gram) run on the same prompts: the check is missing."
-    if _deficit_gate(gap_j, rules):
-        verdict = NO_DEFICIT
-        text += " Japanese is not worse than English here: there is no deficit to explain."
-    else:
-        verdict = combine(reading, check_reading)
-        if verdict == INCONCLUSIVE and reading in (YES, NO):
-            text += " The check disagrees with the effect."
+    verdict, note = _rule(gap_j, reading, check_reading, rules)
+    text += note
     return _verdict(
         verdict,
         effect,
@@ -344,16 +349,8 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         f"the n-gram drafter's {pp(parts.contrast['within_training_free'])}; difference "
         f"{pp(effect)}."
     )
-    if _deficit_gate(gap_j, rules):
-        verdict = NO_DEFICIT
-        text += (
-            f" The trained drafters' judged gap is {pp(gap_j)}: Japanese is not worse, "
-            "there is no deficit to explain."
-        )
-    else:
-        verdict = combine(reading, check_reading)
-        if verdict == INCONCLUSIVE and reading in (YES, NO):
-            text += " The check disagrees with the effect."
+    verdict, note = _rule(gap_j, reading, check_reading, rules)
+    text += note
     return _verdict(
         verdict,
         effect,
