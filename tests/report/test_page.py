@@ -133,3 +133,21 @@ def test_templates_ship_as_package_data() -> None:
     folder = REPO / "tokenlens" / "report" / "templates"
     files = [p.relative_to(folder.parent).as_posix() for p in folder.iterdir()]
     assert files and all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
+
+
+def test_runs_analysed_despite_problems_are_flagged_at_the_top(
+    analysis: Path, tmp_path: Path
+) -> None:
+    moved = tmp_path / "ana"
+    shutil.copytree(analysis, moved)
+    summary = json.loads((moved / "summary.json").read_text("utf-8"))
+    clean = write_analyze_report(moved, tmp_path / "clean.html").read_text("utf-8")
+    assert 'id="input-warnings"' not in clean
+    summary["inputs"] = {"warnings": ["run x is partial: analysed with --allow-partial"]}
+    summary["runs"][1]["replayed"] = True
+    (moved / "summary.json").write_text(json.dumps(summary), "utf-8")
+    html = write_analyze_report(moved, tmp_path / "flagged.html").read_text("utf-8")
+    banner = html[html.index('id="input-warnings"') : html.index("<h2>Hypotheses")]
+    assert "run x is partial: analysed with --allow-partial" in banner
+    assert html.index('id="input-warnings"') < html.index("<table")  # before every figure
+    assert "replayed (counts derived from the events)" in html

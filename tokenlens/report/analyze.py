@@ -74,15 +74,25 @@ def page_context(summary: Mapping[str, Any], specs: Mapping[str, Any]) -> dict[s
                 r.get("method"),
                 r.get("k"),
                 r.get("status"),
-                "yes" if (r.get("reconciliation") or {}).get("matches") else "NO",
+                _checked(r),
             ]
             for r in summary.get("runs") or []
         ],
+        "warnings": list((summary.get("inputs") or {}).get("warnings") or []),
+        "prompts": summary.get("prompts") or {},
+        "min_prompts": (summary.get("settings") or {}).get("min_prompts"),
         "hypotheses": hypotheses(summary.get("hypotheses") or {}),
         "acceptance": _acceptance_rows(summary),
         "rate_charts": [key for key, _, _ in RATE_SECTIONS if key in specs],
         "speed": _speed_rows(summary),
     }
+
+
+def _checked(run: Mapping[str, Any]) -> str:
+    """Whether a run's events equal vLLM's counters; replayed runs have none to check."""
+    if run.get("replayed"):
+        return "replayed (counts derived from the events)"
+    return "yes" if (run.get("reconciliation") or {}).get("matches") else "NO"
 
 
 def hypotheses(
