@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenlens.analysis import AnalyzeConfig, run_analyze
-from tokenlens.analysis.simulate import scenario, simulate
+from tokenlens.testing import SCENARIOS, RunSpec, simulate_study, write_study
 
 # Each string attacks one place text enters the page; U+2028/U+2029 end lines in
 # older JavaScript parsers, "<!--" changes the HTML parser's state inside <script>.
@@ -28,13 +28,11 @@ PAYLOADS = (
 
 @pytest.fixture(scope="session")
 def analysis(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An analysis of a trained drafter and an n-gram run, 10 requests per language."""
+    """An analysis of a trained drafter and an n-gram run on the test bed's pure-H1
+    scenario, 100 prompts per language (enough for decided verdicts)."""
     root = tmp_path_factory.mktemp("sim")
-    sc = scenario(True, True, requests=10, steps=12, k=3)
-    runs = tuple(
-        simulate(sc, method, seed=i).write(root / method)
-        for i, method in enumerate(("draft_model", "ngram"))
-    )
+    specs = [RunSpec(m, m, 3) for m in ("draft_model", "ngram")]
+    runs = tuple(write_study(simulate_study(SCENARIOS["h1"], 100, seed=0, runs=specs), root))
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
     return root / "ana"
 

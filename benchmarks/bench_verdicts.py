@@ -1,0 +1,413 @@
+"""Verdicts, coverage and bias of the analysis on simulated studies (not a test).
+
+For each scenario of :mod:`tokenlens.testing.scenarios` and each study size N
+(prompts per language), simulates ``--sims`` independent studies (an n-gram and a
+draft-model run on the same N prompt pairs, k = 3, calibrated to real traces), runs
+the estimator (``summarize`` + ``key_estimates``) on each with every interval method
+of ``--intervals``, and prints:
+
+- the rate of each verdict for H1 and H2;
+- the coverage of every estimand's 95% interval against its population value (the
+  estimand on 20,000 simulated pairs, :func:`tokenlens.testing.truth.population`),
+  with the share of studies where it was not estimable;
+- the bias of each part against the population value and against the mechanism's
+  counterfactual value (:func:`tokenlens.testing.truth.mechanisms`);
+- the acceptability rule of issue 12: at N = 30 a null gives ``supported`` for
+  either hypothesis in at most 5% of simulations, and a planted 10 pp effect is found
+  (``supported``) in at least 80%.
+
+Run: ``PYTHONPATH=. python benchmarks/bench_verdicts.py [--sims 200] [--jobs 2]``
+(``--quick`` for a smoke run). Truths are cached under ~/.cache/tokenlens/testbed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from tokenlens.testing import estimator
+from tokenlens.testing.scenarios import SCENARIOS
+from tokenlens.testing.simulate import Study, simulate_study
+from tokenlens.testing.truth import ESTIMANDS, truth
+
+VERDICTS = (
+    "supported",
+    "not_supported",
+    "no_japanese_deficit",
+    "inconclusive",
+    "insufficient_data",
+)
+SHORT = {
+    "supported": "sup",
+    "not_supported": "not",
+    "no_japanese_deficit": "nojd",
+    "inconclusive": "inc",
+    "insufficient_data": "insuf",
+}
+# The mechanism each estimand is read as (None: no mechanism reading).
+MECHANISM: dict[str, Callable[[dict[str, float]], float] | None] = {
+    "acceptance_ja": None,
+    "acceptance_en": None,
+    "gap_trained": lambda m: m["h1_trained"] + m["lang_trained"],
+    "gap_free": lambda m: m["h1_free"] + m["lang_free"],
+    "composition_trained": lambda m: m["h1_trained"],
+    "within_trained": lambda m: m["lang_trained"],
+    "out_of_support_trained": lambda m: 0.0,
+    "composition_free": lambda m: m["h1_free"],
+    "within_free": lambda m: m["lang_free"],
+    "out_of_support_free": lambda m: 0.0,
+    "h2_did": lambda m: m["lang_trained"] - m["lang_free"],
+}
+
+Record = dict[str, Any]
+
+
+# --- the estimator ------------------------------------------------------------------
+
+
+def estimate(study: Study, n_boot: int, seed: int, interval: str) -> Record:
+    """Key estimates and verdicts of one study under one interval method."""
+    frame = study.frame()
+    if not _has_v2():  # TEMPORARY: the old estimator bins confidence itself
+        from tokenlens.analysis.join import CONF_EDGES, CONF_LABELS, bucket
+
+        frame["conf_bucket"] = bucket(frame["top1_prob"].to_numpy(), CONF_EDGES, CONF_LABELS)
+    summary = estimator.analyze(study, n_boot, seed, interval, frame=frame)
+    est = estimator.key_estimates(summary) if _has_v2() else _old_estimator_adapter(summary)
+    return {
+        "est": {
+            name: [
+                est[name]["value"],
+                est[name]["ci_low"],
+                est[name]["ci_high"],
+                est[name]["not_estimable"],
+            ]
+            for name in ESTIMANDS
+        },
+        "H1": summary["hypotheses"]["H1"]["verdict"],
+        "H2": summary["hypotheses"]["H2"]["verdict"],
+    }
+
+
+def _has_v2() -> bool:
+    try:
+        import tokenlens.analysis.estimands  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _old_estimator_adapter(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """TEMPORARY (delete once analysis v2 is merged): rough map of the old summary."""
+    none = {"value": None, "ci_low": None, "ci_high": None, "not_estimable": "old estimator"}
+    out = {name: dict(none) for name in ESTIMANDS}
+    trained = [r for r in summary["runs"] if r["method"] != "ngram"]
+    if trained:
+        for lang in ("ja", "en"):
+            a = trained[0]["acceptance"].get(lang)
+            if a:
+                out[f"acceptance_{lang}"] = {
+                    "value": a["rate"],
+                    "ci_low": a["ci_low"],
+                    "ci_high": a["ci_high"],
+                    "not_estimable": None,
+                }
+    for h, name in (("H1", "composition_trained"), ("H2", "within_trained")):
+        v = summary["hypotheses"][h]
+        out[name] = {
+            "value": v["effect"],
+            "ci_low": v["ci_low"],
+            "ci_high": v["ci_high"],
+            "not_estimable": None if v["effect"] is not None else "none",
+        }
+    return out
+
+
+# --- simulation tasks -----------------------------------------------------------------
+
+
+def study_seed(scenario: str, n: int, sim: int) -> int:
+    return list(SCENARIOS).index(scenario) * 10_000_000 + n * 10_000 + sim
+
+
+def _task(args: tuple[str, int, int, int, tuple[str, ...]]) -> list[Record]:
+    scenario, n, sim, n_boot, intervals = args
+    study = simulate_study(SCENARIOS[scenario], n, seed=study_seed(scenario, n, sim))
+    out = []
+    for interval in intervals:
+        start = time.perf_counter()
+        rec = estimate(study, n_boot, seed=sim, interval=interval)
+        rec.update(
+            scenario=scenario,
+            n=n,
+            sim=sim,
+            interval=interval,
+            seconds=time.perf_counter() - start,
+        )
+        out.append(rec)
+    return out
+
+
+def _truth(args: tuple[str, int]) -> tuple[str, dict[str, dict[str, float | None]]]:
+    name, pairs = args
+    return name, truth(SCENARIOS[name], pairs=pairs)
+
+
+# --- summaries ------------------------------------------------------------------------
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson interval of a rate k/n."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    z = 1.959964
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (centre - half, centre + half)
+
+
+def verdict_table(records: Sequence[Record], interval: str) -> list[str]:
+    lines = [
+        f"### Verdict rates (%), interval = {interval}",
+        "",
+        "| scenario | N | "
+        + " | ".join(f"{h} {SHORT[v]}" for h in ("H1", "H2") for v in VERDICTS)
+        + " |",
+        "|---|---:|" + "---:|" * (2 * len(VERDICTS)),
+    ]
+    for (scenario, n), recs in _groups(records, interval):
+        cells = []
+        for h in ("H1", "H2"):
+            c = Counter(r[h] for r in recs)
+            cells += [f"{100 * c[v] / len(recs):.0f}" for v in VERDICTS]
+        lines.append(f"| {scenario} | {n} |" + " | ".join(cells) + " |")
+    return lines
+
+
+def _groups(records: Sequence[Record], interval: str) -> list[tuple[tuple[str, int], list[Record]]]:
+    order = {name: i for i, name in enumerate(SCENARIOS)}
+    groups: dict[tuple[str, int], list[Record]] = {}
+    for r in records:
+        if r["interval"] == interval:
+            groups.setdefault((r["scenario"], r["n"]), []).append(r)
+    return sorted(groups.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))
+
+
+def coverage_table(records: Sequence[Record], truths: dict[str, Any], interval: str) -> list[str]:
+    """Coverage % (not estimable %) of every estimand against its population value."""
+    names = list(ESTIMANDS)
+    lines = [
+        f"### Coverage of the 95% intervals (%), interval = {interval}"
+        " — in brackets: % of studies where the estimand was not estimable",
+        "",
+        "| scenario | N | " + " | ".join(_short_name(n) for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for (scenario, n), recs in _groups(records, interval):
+        pop = truths[scenario]["population"]
+        cells = []
+        for name in names:
+            cov, ne, _ = _coverage(recs, name, pop[name])
+            cells.append(f"{cov}" + (f" ({ne:.0f})" if ne else ""))
+        lines.append(f"| {scenario} | {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _coverage(
+    recs: Sequence[Record], name: str, truth_value: float | None
+) -> tuple[str, float, int]:
+    rows = [r["est"][name] for r in recs]
+    ok = [x for x in rows if x[0] is not None and x[1] is not None and x[2] is not None]
+    ne = 100 * (len(rows) - len(ok)) / len(rows) if rows else 0.0
+    if truth_value is None or not ok:
+        return "–", ne, 0
+    hits = sum(lo <= truth_value <= hi for _, lo, hi, _ in ok)
+    return f"{100 * hits / len(ok):.1f}", ne, len(ok)
+
+
+def bias_table(records: Sequence[Record], truths: dict[str, Any], interval: str) -> list[str]:
+    """Mean estimate minus population value, and minus the mechanism value (pp)."""
+    names = [n for n in ESTIMANDS if not n.startswith("acceptance")]
+    lines = [
+        "### Bias (pp): mean estimate − population value / − mechanism value",
+        "",
+        "| scenario | N | " + " | ".join(_short_name(n) for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for (scenario, n), recs in _groups(records, interval):
+        pop = truths[scenario]["population"]
+        mech = truths[scenario]["mechanism"]
+        cells = []
+        for name in names:
+            values = [r["est"][name][0] for r in recs if r["est"][name][0] is not None]
+            if not values or pop[name] is None:
+                cells.append("–")
+                continue
+            mean = float(np.mean(values))
+            fn = MECHANISM[name]
+            m = f"{100 * (mean - fn(mech)):+.1f}" if fn is not None else "–"
+            cells.append(f"{100 * (mean - pop[name]):+.1f} / {m}")
+        lines.append(f"| {scenario} | {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def truth_table(truths: dict[str, Any], pairs: int) -> list[str]:
+    names = list(ESTIMANDS)
+    mech = ("h1_trained", "h1_free", "lang_trained", "lang_free")
+    lines = [
+        f"### Truth (pp): population values ({pairs:,} pairs) and mechanism effects",
+        "",
+        "| scenario | "
+        + " | ".join(_short_name(n) for n in names)
+        + " | "
+        + " | ".join(mech)
+        + " |",
+        "|---|" + "---:|" * (len(names) + len(mech)),
+    ]
+    for scenario in SCENARIOS:
+        if scenario not in truths:
+            continue
+        pop = truths[scenario]["population"]
+        m = truths[scenario]["mechanism"]
+        cells = [f"{100 * pop[n]:.1f}" if pop[n] is not None else "n/e" for n in names]
+        cells += [f"{100 * m[x]:+.1f}" for x in mech]
+        lines.append(f"| {scenario} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def rule_lines(records: Sequence[Record], interval: str, n: int = 30) -> list[str]:
+    """The acceptability rule at N = ``n``, with Wilson intervals of the measured rates."""
+    lines = [f"### Acceptability rule at N = {n}, interval = {interval}", ""]
+    checks = [
+        ("null", "H1", "<=", 0.05),
+        ("null", "H2", "<=", 0.05),
+        ("h1", "H1", ">=", 0.80),
+        ("h2", "H2", ">=", 0.80),
+        ("h1_h2", "H1", ">=", 0.80),
+        ("h1_h2", "H2", ">=", 0.80),
+    ]
+    for scenario, h, op, bound in checks:
+        recs = [
+            r
+            for r in records
+            if r["interval"] == interval and r["scenario"] == scenario and r["n"] == n
+        ]
+        if not recs:
+            continue
+        k = sum(r[h] == "supported" for r in recs)
+        rate = k / len(recs)
+        lo, hi = wilson(k, len(recs))
+        ok = rate <= bound if op == "<=" else rate >= bound
+        lines.append(
+            f"- {scenario}: {h} supported in {k}/{len(recs)} = {100 * rate:.1f}% "
+            f"(95% CI {100 * lo:.1f}–{100 * hi:.1f}); rule {op} {100 * bound:.0f}%: "
+            f"{'PASS' if ok else 'FAIL'}"
+        )
+    return lines
+
+
+def interval_summary(
+    records: Sequence[Record], truths: dict[str, Any], intervals: Sequence[str]
+) -> list[str]:
+    """Mean |coverage − 95| per interval method over every scenario, N and estimand."""
+    lines = ["### Interval methods compared (all scenarios, N and estimands)", ""]
+    for interval in intervals:
+        gaps, low = [], 0
+        for (scenario, _), recs in _groups(records, interval):
+            pop = truths[scenario]["population"]
+            for name in ESTIMANDS:
+                cov, _, n_ok = _coverage(recs, name, pop[name])
+                if cov not in ("–",) and n_ok >= 20:
+                    gaps.append(abs(float(cov) - 95.0))
+                    low += float(cov) < 100 * stats.binom.ppf(0.0005, n_ok, 0.95) / n_ok
+        if gaps:
+            lines.append(
+                f"- {interval}: mean |coverage − 95| = {np.mean(gaps):.1f} points over "
+                f"{len(gaps)} cells; {low} cells below the 99.9% binomial band"
+            )
+    return lines
+
+
+def _short_name(name: str) -> str:
+    return (
+        name.replace("composition", "comp")
+        .replace("out_of_support", "oos")
+        .replace("_trained", "_T")
+        .replace("_free", "_F")
+        .replace("acceptance", "acc")
+    )
+
+
+# --- main -----------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sims", type=int, default=200)
+    parser.add_argument("--sizes", default="10,30,60")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--intervals", default="t,percentile")
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--truth-pairs", type=int, default=20_000)
+    parser.add_argument("--json", type=Path, help="write every study's record here")
+    parser.add_argument("--quick", action="store_true", help="10 sims, N = 30, B = 200")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sims, args.sizes, args.bootstrap = 10, "30", 200
+    sizes = [int(x) for x in args.sizes.split(",")]
+    scenarios = args.scenarios.split(",")
+    intervals = tuple(args.intervals.split(","))
+    start = time.perf_counter()
+    from tokenlens.testing.text import streams
+
+    streams()  # load once before forking
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(args.jobs) as pool:
+        truths = dict(pool.map(_truth, [(s, args.truth_pairs) for s in scenarios]))
+        t_truth = time.perf_counter() - start
+        tasks = [
+            (s, n, i, args.bootstrap, intervals)
+            for n in sizes
+            for s in scenarios
+            for i in range(args.sims)
+        ]
+        records: list[Record] = []
+        for out in pool.imap_unordered(_task, tasks, chunksize=4):
+            records.extend(out)
+    wall = time.perf_counter() - start
+    if args.json:
+        args.json.write_text(json.dumps({"truths": truths, "records": records}), encoding="utf-8")
+    per = np.mean([r["seconds"] for r in records])
+    print(
+        f"# bench_verdicts: {args.sims} studies per cell, N = {sizes}, B = {args.bootstrap}, "
+        f"intervals {list(intervals)}, {args.jobs} processes\n\n"
+        f"wall time {wall / 60:.1f} min (truths {t_truth:.0f} s; estimator "
+        f"{per:.2f} s per study and interval method, on a shared 2-core machine)\n"
+    )
+    blocks = [truth_table(truths, args.truth_pairs)]
+    for interval in intervals:
+        blocks += [
+            rule_lines(records, interval),
+            verdict_table(records, interval),
+            coverage_table(records, truths, interval),
+        ]
+    blocks += [
+        bias_table(records, truths, intervals[0]),
+        interval_summary(records, truths, intervals),
+    ]
+    print("\n\n".join("\n".join(b) for b in blocks))
+
+
+if __name__ == "__main__":
+    main()
