@@ -49,8 +49,9 @@ Judged acceptance by the target's top-1 probability (bins 0.2-0.4, 0.4-0.6,
 
 Every real figure lies within 3 simulated standard deviations of the simulated mean
 (largest |z| = 2.4; ``tests/testing/test_simulate.py::test_calibrated_to_the_real_traces``
-keeps the levels and spreads there); the largest misses are the serial correlation of Japanese confidence (0.27 vs 0.18) and
-the spread of n-gram Japanese rows per request (real SD 21, simulated 15). The real
+keeps the levels and spreads there); the largest misses are the serial correlation
+of Japanese confidence (0.27 vs 0.18) and the spread of n-gram Japanese rows per
+request (real SD 21, simulated 15). The real
 traces show no Japanese deficit for this model pair (Japanese is *more* predictable
 for the target, and n-gram copies more on Japanese); the ``measured`` scenario
 reproduces that, the standard scenarios share its English side and plant their
