@@ -34,7 +34,7 @@ from scipy import stats
 
 from tokenlens.testing import SCENARIOS, simulate_study
 from tokenlens.testing.estimator import analyze, key_estimates
-from tokenlens.testing.truth import ESTIMANDS, population
+from tokenlens.testing.truth import ESTIMANDS, estimands, population, rows_of
 
 SCENARIO = SCENARIOS["h1_h2"]
 N = 30
@@ -110,3 +110,16 @@ def test_a_bias_of_one_and_a_half_standard_errors_would_fail(
     coverage: dict[str, dict[str, float]],
 ) -> None:
     assert all(v < LOW for v in coverage["biased"].values()), coverage["biased"]
+
+
+@pytest.mark.parametrize("name", ["h1_h2", "ngram_ja_advantage"])
+def test_point_estimates_follow_the_definitions(name: str) -> None:
+    """The estimator's point values = the test bed's own implementation of the spec."""
+    study = simulate_study(SCENARIOS[name], 60, seed=3)
+    est = key_estimates(analyze(study, 50, seed=0))
+    mine = estimands(rows_of(study))
+    for key in ESTIMANDS:
+        if mine[key] is None:
+            assert est[key]["value"] is None and est[key]["not_estimable"], key
+        else:
+            assert est[key]["value"] == pytest.approx(mine[key], abs=1e-9), key
