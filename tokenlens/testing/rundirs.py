@@ -23,6 +23,7 @@ from tokenlens.rundir import EVENTS, EVENTS_SCHEMA, REQUESTS_SCHEMA, RunWriter, 
 from tokenlens.signature import make_signature
 from tokenlens.testing.simulate import SimRun, Study
 from tokenlens.testing.text import TOKENIZER
+from tokenlens.text import Vocabulary
 
 I64 = npt.NDArray[np.int64]
 TOP_K = 5
@@ -81,16 +82,15 @@ def write_run(study: Study, run: SimRun, path: Path, alternatives: I64) -> Path:
         "argv": ["tokenlens.testing", study.scenario.name, spec.label],
     }
     writer = RunWriter(path, manifest, overwrite=True)
-    writer.write_requests(_requests(study, alternatives, vocab.pieces))
+    writer.write_requests(_requests(study, alternatives, vocab))
     pq.write_table(_events(study, run, alternatives), writer.path / EVENTS)
     writer.write_metrics(SpecCounters.from_json(run.counters()))
     writer.complete()
     return writer.path
 
 
-def _requests(study: Study, alternatives: I64, pieces: object) -> pa.Table:
+def _requests(study: Study, alternatives: I64, vocab: Vocabulary) -> pa.Table:
     rows: dict[str, list[object]] = {name: [] for name in REQUESTS_SCHEMA.names}
-    decode = pieces  # vocab.pieces
     for i, rid in enumerate(study.prompt_ids):
         n = int(study.length[i])
         ids = study.tokens[i, :n]
@@ -100,7 +100,7 @@ def _requests(study: Study, alternatives: I64, pieces: object) -> pa.Table:
         rows["prompt_id"].append(rid)
         rows["lang"].append(str(study.langs[i]))
         rows["pair"].append(study.pairs[i])
-        rows["output_text"].append(b"".join(decode(ids)).decode("utf-8", "replace"))  # type: ignore[operator]
+        rows["output_text"].append(b"".join(vocab.pieces(ids)).decode("utf-8", "replace"))
         rows["output_token_ids"].append(ids.tolist())
         rows["finish_reason"].append("length" if n == study.scenario.max_tokens else "stop")
         rows["prompt_token_count"].append(0)
