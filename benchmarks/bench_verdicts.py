@@ -190,7 +190,7 @@ def verdict_table(records: Sequence[Record], interval: str) -> list[str]:
         for h in ("H1", "H2"):
             c = Counter(r[h] for r in recs)
             cells += [f"{100 * c[v] / len(recs):.0f}" for v in VERDICTS]
-        lines.append(f"| {scenario} | {n} |" + " | ".join(cells) + " |")
+        lines.append(f"| {scenario} | {n} | " + " | ".join(cells) + " |")
     return lines
 
 
