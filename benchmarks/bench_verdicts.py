@@ -206,13 +206,11 @@ def _groups(records: Sequence[Record], interval: str) -> list[tuple[tuple[str, i
 def coverage_table(records: Sequence[Record], truths: dict[str, Any], interval: str) -> list[str]:
     """Coverage % (not estimable %) of every estimand against its population value."""
     names = list(ESTIMANDS)
-    lines = [
+    lines = _head(
         f"### Coverage of the 95% intervals (%), interval = {interval}"
         " — in brackets: % of studies where the estimand was not estimable",
-        "",
-        "| scenario | N | " + " | ".join(_short_name(n) for n in names) + " |",
-        "|---|---:|" + "---:|" * len(names),
-    ]
+        names,
+    )
     for (scenario, n), recs in _groups(records, interval):
         pop = truths[scenario]["population"]
         cells = []
@@ -221,6 +219,16 @@ def coverage_table(records: Sequence[Record], truths: dict[str, Any], interval: 
             cells.append(f"{cov}" + (f" ({ne:.0f})" if ne else ""))
         lines.append(f"| {scenario} | {n} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _head(title: str, names: Sequence[str]) -> list[str]:
+    """A table title and the header of a scenario x N table with one column per estimand."""
+    return [
+        title,
+        "",
+        "| scenario | N | " + " | ".join(_short_name(n) for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
 
 
 def _coverage(
@@ -238,12 +246,7 @@ def _coverage(
 def bias_table(records: Sequence[Record], truths: dict[str, Any], interval: str) -> list[str]:
     """Mean estimate minus population value, and minus the mechanism value (pp)."""
     names = [n for n in ESTIMANDS if not n.startswith("acceptance")]
-    lines = [
-        "### Bias (pp): mean estimate − population value / − mechanism value",
-        "",
-        "| scenario | N | " + " | ".join(_short_name(n) for n in names) + " |",
-        "|---|---:|" + "---:|" * len(names),
-    ]
+    lines = _head("### Bias (pp): mean estimate − population value / − mechanism value", names)
     for (scenario, n), recs in _groups(records, interval):
         pop = truths[scenario]["population"]
         mech = truths[scenario]["mechanism"]

@@ -29,23 +29,13 @@ from scipy.special import expit, ndtr, ndtri
 from tokenlens.testing.scenarios import Confidence, Drafter, Scenario
 from tokenlens.testing.steps import StepEvents, speculate
 from tokenlens.testing.text import LANGS, Stream, rank_matched, streams
+from tokenlens.text import SCRIPTS
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
-SCRIPT_NAMES = (
-    "hiragana",
-    "katakana",
-    "kanji",
-    "latin",
-    "digit",
-    "punct",
-    "symbol",
-    "space",
-    "mixed",
-    "byte_fragment",
-)
+SCRIPT_NAMES = SCRIPTS  # the text layer's script classes, in its order
 MIN_CONFIDENCE = 0.05  # a top-1 probability below this is not seen in real traces
 _TEXT, _CONF, _COMMON = 0, 1, 2
 _DRAFTER0 = 10
