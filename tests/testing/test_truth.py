@@ -86,9 +86,11 @@ def test_matches_a_pandas_implementation() -> None:
     f = study.frame()
     f["family"] = np.where(f["method"] == "ngram", "free", "trained")
     j = f[f["judged"]].copy()
+    j = j[j["output_index"] >= 0].copy()
     has_q = j["top1_prob"].notna()
-    edges = np.quantile(j.loc[has_q, "top1_prob"], np.linspace(0.1, 0.9, 9))
-    j["bin"] = np.where(has_q, np.digitize(j["top1_prob"].fillna(0), edges), -1)
+    assert has_q.all()
+    edges = np.unique(np.quantile(j["top1_prob"], np.linspace(0, 1, 21)))[1:-1]
+    j["bin"] = np.digitize(j["top1_prob"], edges)
     for fam in ("trained", "free"):
         mine = j[j["family"] == fam]
         rate = mine.groupby("lang", observed=True)["accepted"].mean()

@@ -52,7 +52,8 @@ ESTIMANDS = (
     "out_of_support_free",
     "h2_did",
 )
-DECILES = np.linspace(0.1, 0.9, 9)
+CONF_BINS = 20
+"""Pooled quantile bins of the target's confidence (as the estimator uses)."""
 CHUNK = 5000
 
 
@@ -85,11 +86,10 @@ def rows_of(study: Study) -> Rows:
         lang_ev = is_en[ev.request]
         np.add.at(all_rows[f], lang_ev, 1)
         np.add.at(all_acc[f], lang_ev, ev.accepted.astype(np.int64))
-        j = ev.judged
-        out = ev.output_index[j]
-        has = out >= 0
-        qq = np.full(len(out), np.nan)
-        qq[has] = study.q[ev.request[j][has], out[has]]
+        # judged rows whose token is in the output (a draft judged past the end of the
+        # output has no token to classify and no confidence: not a judged row here)
+        j = ev.judged & (ev.output_index >= 0)
+        qq = study.q[ev.request[j], ev.output_index[j]]
         fam.append(np.full(int(j.sum()), f, dtype=np.int8))
         lang.append(lang_ev[j])
         q.append(qq)
@@ -115,27 +115,30 @@ def concat(parts: list[Rows]) -> Rows:
     )
 
 
-def estimands(rows: Rows, min_count: int = 30) -> dict[str, float | None]:
+def estimands(rows: Rows, min_count: int = 30, n_bins: int = CONF_BINS) -> dict[str, float | None]:
     """Every estimand of the spec from ``rows`` (None where it has no support).
 
     The definitions, implemented here independently of tokenlens.analysis: judged
-    rates; bins = deciles of the target's top-1 probability pooled over all judged
-    rows with a probability (both families, both languages); a bin is in a
+    rates; bins = ``n_bins`` quantile bins of the target's top-1 probability pooled
+    over all judged rows with a probability (both families, both languages; equal
+    edges merged); a bin is in a
     comparison's support when each cell it uses has ``min_count`` rows;
     composition = sum (v_ja - v_en)(r_ja + r_en)/2, within = sum (v_ja + v_en)/2
     (r_ja - r_en) over supported bins with shares renormalised inside the support;
     out_of_support = gap - (in-support rate difference); DiD weights = mean of the
-    four cells' in-support shares. Judged rows without a probability (past the end
-    of the output) count in the gap, and so in out_of_support.
+    four cells' in-support shares. Judged rows without a probability (runs without
+    logprobs) count in the gap, and so in out_of_support.
     """
     out: dict[str, float | None] = dict.fromkeys(ESTIMANDS)
     for li, name in enumerate(("ja", "en")):
         n = rows.all_rows[0, li]
         out[f"acceptance_{name}"] = float(rows.all_accepted[0, li] / n) if n else None
     finite = np.isfinite(rows.q)
-    edges = np.quantile(rows.q[finite], DECILES) if finite.any() else np.zeros(9)
-    bins = np.where(finite, np.digitize(np.nan_to_num(rows.q), edges), -1)
-    n_bins = len(edges) + 1
+    levels = np.linspace(0.0, 1.0, n_bins + 1)
+    edges = np.unique(np.quantile(rows.q[finite], levels)) if finite.any() else np.zeros(2)
+    inner = edges[1:-1]
+    bins = np.where(finite, np.searchsorted(inner, np.nan_to_num(rows.q), side="right"), -1)
+    n_bins = len(inner) + 1
     count = np.zeros((2, 2, n_bins))
     acc = np.zeros((2, 2, n_bins))
     ok = bins >= 0
