@@ -11,28 +11,38 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import PAYLOADS
 from tokenlens.analysis import AnalyzeConfig, run_analyze
+from tokenlens.report import write_analyze_report
 from tokenlens.testing import SCENARIOS, RunSpec, simulate_study, write_study
 
-# Each string attacks one place text enters the page; U+2028/U+2029 end lines in
-# older JavaScript parsers, "<!--" changes the HTML parser's state inside <script>.
-PAYLOADS = (
-    "<script>document.title='PWNED'</script>",
-    "</script><script>window.__pwned=1</script>",
-    '"><img src=x onerror="window.__pwned=2">',
-    "</textarea><b id=pwn>bold</b>",
-    "line\u2028sep\u2029end",
-    "<!--<script>window.__pwned=3</script>",
-)
+
+def _runs(root: Path, scenario: str, pairs: int, seed: int) -> tuple[Path, ...]:
+    """A draft-model and an n-gram run of one test-bed study, in directories named by
+    the methods."""
+    specs = [RunSpec(m, m, 3) for m in ("draft_model", "ngram")]
+    study = simulate_study(SCENARIOS[scenario], pairs, seed=seed, runs=specs)
+    return tuple(write_study(study, root))
 
 
 @pytest.fixture(scope="session")
 def analysis(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An analysis of a trained drafter and an n-gram run on the test bed's pure-H1
-    scenario, 100 prompts per language (enough for decided verdicts)."""
+    """An analysis of a trained drafter and an n-gram run with H1 and H2 planted, 30
+    prompts per language (enough for every part of the confidence split to be
+    estimable)."""
     root = tmp_path_factory.mktemp("sim")
-    specs = [RunSpec(m, m, 3) for m in ("draft_model", "ngram")]
-    runs = tuple(write_study(simulate_study(SCENARIOS["h1"], 100, seed=0, runs=specs), root))
+    runs = _runs(root, "h1_h2", 30, seed=0)
+    run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
+    write_analyze_report(root / "ana")
+    return root / "ana"
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smoke-sized analysis (5 prompts per language): every verdict insufficient_data,
+    and splits too thin to estimate."""
+    root = tmp_path_factory.mktemp("small")
+    runs = _runs(root, "h1_h2", 5, seed=10)
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
     return root / "ana"
 
