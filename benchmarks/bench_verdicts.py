@@ -79,13 +79,8 @@ Record = dict[str, Any]
 
 def estimate(study: Study, n_boot: int, seed: int, interval: str) -> Record:
     """Key estimates and verdicts of one study under one interval method."""
-    frame = study.frame()
-    if not _has_v2():  # TEMPORARY: the old estimator bins confidence itself
-        from tokenlens.analysis.join import CONF_EDGES, CONF_LABELS, bucket
-
-        frame["conf_bucket"] = bucket(frame["top1_prob"].to_numpy(), CONF_EDGES, CONF_LABELS)
-    summary = estimator.analyze(study, n_boot, seed, interval, frame=frame)
-    est = estimator.key_estimates(summary) if _has_v2() else _old_estimator_adapter(summary)
+    summary = estimator.analyze(study, n_boot, seed, interval)
+    est = estimator.key_estimates(summary)
     return {
         "est": {
             name: [
@@ -99,40 +94,6 @@ def estimate(study: Study, n_boot: int, seed: int, interval: str) -> Record:
         "H1": summary["hypotheses"]["H1"]["verdict"],
         "H2": summary["hypotheses"]["H2"]["verdict"],
     }
-
-
-def _has_v2() -> bool:
-    try:
-        import tokenlens.analysis.estimands  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _old_estimator_adapter(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """TEMPORARY (delete once analysis v2 is merged): rough map of the old summary."""
-    none = {"value": None, "ci_low": None, "ci_high": None, "not_estimable": "old estimator"}
-    out = {name: dict(none) for name in ESTIMANDS}
-    trained = [r for r in summary["runs"] if r["method"] != "ngram"]
-    if trained:
-        for lang in ("ja", "en"):
-            a = trained[0]["acceptance"].get(lang)
-            if a:
-                out[f"acceptance_{lang}"] = {
-                    "value": a["rate"],
-                    "ci_low": a["ci_low"],
-                    "ci_high": a["ci_high"],
-                    "not_estimable": None,
-                }
-    for h, name in (("H1", "composition_trained"), ("H2", "within_trained")):
-        v = summary["hypotheses"][h]
-        out[name] = {
-            "value": v["effect"],
-            "ci_low": v["ci_low"],
-            "ci_high": v["ci_high"],
-            "not_estimable": None if v["effect"] is not None else "none",
-        }
-    return out
 
 
 # --- simulation tasks -----------------------------------------------------------------
@@ -178,7 +139,7 @@ def _truth(args: tuple[str, int]) -> tuple[str, dict[str, dict[str, float | None
         return name, cached
     study = simulate_study(sc, pairs, seed=POPULATION_SEED)
     summary = estimator.analyze(study, 10, seed=0)
-    est = estimator.key_estimates(summary) if _has_v2() else _old_estimator_adapter(summary)
+    est = estimator.key_estimates(summary)
     result = {
         "population": {n: est[n]["value"] for n in ESTIMANDS},
         "independent": estimands(rows_of(study)),
