@@ -339,6 +339,41 @@ def rule_lines(records: Sequence[Record], interval: str, n: int = 30) -> list[st
     return lines
 
 
+def _tri(e: Sequence[Any], delta: float = 0.02) -> str:
+    """yes / no / unsure for "Japanese worse by more than delta" from [value, lo, hi, why]."""
+    if e[1] is None or e[2] is None:
+        return "n/a"
+    return "yes" if e[2] < -delta else "no" if e[1] > -delta else "unsure"
+
+
+def alternative_h2(records: Sequence[Record], interval: str) -> list[str]:
+    """H2 ``supported`` under the rule as shipped vs a conjunction rule, same studies.
+
+    Conjunction: supported only when the DiD *and* the trained drafters' own within gap
+    are both clearly below -delta (recomputed here from the key estimates; the gates
+    for insufficient data and no Japanese deficit as the estimator applies them).
+    """
+    lines = [
+        f"### H2 `supported` (%): the rule as shipped vs effect AND check both yes "
+        f"(interval = {interval})",
+        "",
+        "| scenario | N | shipped | both yes |",
+        "|---|---:|---:|---:|",
+    ]
+    for (scenario, n), recs in _groups(records, interval):
+        shipped = sum(r["H2"] == "supported" for r in recs)
+        both = sum(
+            r["H2"] not in ("insufficient_data", "no_japanese_deficit")
+            and _tri(r["est"]["h2_did"]) == "yes"
+            and _tri(r["est"]["within_trained"]) == "yes"
+            for r in recs
+        )
+        lines.append(
+            f"| {scenario} | {n} | {100 * shipped / len(recs):.0f} | {100 * both / len(recs):.0f} |"
+        )
+    return lines
+
+
 def interval_summary(
     records: Sequence[Record], truths: dict[str, Any], intervals: Sequence[str]
 ) -> list[str]:
@@ -385,7 +420,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--truth-pairs", type=int, default=20_000)
     parser.add_argument("--json", type=Path, help="write every study's record here")
     parser.add_argument("--quick", action="store_true", help="10 sims, N = 30, B = 200")
+    parser.add_argument("--from-json", type=Path, help="print the tables of a saved --json run")
     args = parser.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        print(report(saved["meta"], saved["truths"], saved["records"]))
+        return
     if args.quick:
         args.sims, args.sizes, args.bootstrap = 10, "30", 200
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -408,17 +448,33 @@ def main(argv: Sequence[str] | None = None) -> None:
         records: list[Record] = []
         for out in pool.imap_unordered(_task, tasks, chunksize=4):
             records.extend(out)
-    wall = time.perf_counter() - start
+    meta = {
+        "sims": args.sims,
+        "sizes": sizes,
+        "bootstrap": args.bootstrap,
+        "intervals": list(intervals),
+        "jobs": args.jobs,
+        "truth_pairs": args.truth_pairs,
+        "wall": time.perf_counter() - start,
+        "truth_seconds": t_truth,
+    }
     if args.json:
-        args.json.write_text(json.dumps({"truths": truths, "records": records}), encoding="utf-8")
+        data = {"meta": meta, "truths": truths, "records": records}
+        args.json.write_text(json.dumps(data), encoding="utf-8")
+    print(report(meta, truths, records))
+
+
+def report(meta: dict[str, Any], truths: dict[str, Any], records: Sequence[Record]) -> str:
+    """Every table, as Markdown."""
+    intervals = meta["intervals"]
     per = np.mean([r["seconds"] for r in records])
-    print(
-        f"# bench_verdicts: {args.sims} studies per cell, N = {sizes}, B = {args.bootstrap}, "
-        f"intervals {list(intervals)}, {args.jobs} processes\n\n"
-        f"wall time {wall / 60:.1f} min (truths {t_truth:.0f} s; estimator "
-        f"{per:.2f} s per study and interval method, on a shared 2-core machine)\n"
+    head = (
+        f"# bench_verdicts: {meta['sims']} studies per cell, N = {meta['sizes']}, "
+        f"B = {meta['bootstrap']}, intervals {intervals}, {meta['jobs']} processes\n\n"
+        f"wall time {meta['wall'] / 60:.1f} min (truths {meta['truth_seconds']:.0f} s; "
+        f"estimator {per:.2f} s per study and interval method, on a shared 2-core machine)\n"
     )
-    blocks = [truth_table(truths, args.truth_pairs), crosscheck_lines(truths)]
+    blocks = [truth_table(truths, meta["truth_pairs"]), crosscheck_lines(truths)]
     for interval in intervals:
         blocks += [
             rule_lines(records, interval),
@@ -428,8 +484,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     blocks += [
         bias_table(records, truths, intervals[0]),
         interval_summary(records, truths, intervals),
+        alternative_h2(records, intervals[0]),
     ]
-    print("\n\n".join("\n".join(b) for b in blocks))
+    return head + "\n" + "\n\n".join("\n".join(b) for b in blocks)
 
 
 if __name__ == "__main__":
