@@ -1,7 +1,8 @@
 """Analyze throughput on >= 1M simulated draft events (not a test).
 
-Writes two simulated runs (n-gram and a trained drafter, Japanese and English, real
-Qwen2.5 token ids, top-5 logprobs) with >= 1M events in total (not timed), then runs
+Writes the two runs of a simulated study (n-gram and a trained drafter on the same
+Japanese/English prompt pairs, real Qwen2.5 text, top-5 logprobs; the ``h1_h2``
+scenario of :mod:`tokenlens.testing`) with >= 1M events in total (not timed), then runs
 the whole of ``tokenlens analyze`` on them in a child process (read, classify with the
 tokenizer and MeCab, join, 1000 bootstrap replicates for every table, decompositions,
 logistic regression, verdicts, write tokens.parquet / summary.json / tables.md) and
@@ -21,18 +22,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokenlens.analysis.simulate import scenario, simulate
+from tokenlens.testing import SCENARIOS, simulate_study, write_study
+
+EVENTS_PER_PAIR = 400  # both runs, both languages, 96-token outputs (measured: 405)
 
 
 def _write_runs(root: Path, events: int, seed: int) -> list[Path]:
-    k, steps = 3, 100
-    per_lang = -(-events // (2 * 2 * steps * k))  # two runs, two languages
-    sc = scenario(True, True, requests=per_lang, steps=steps, k=k)
-    paths = []
-    for i, method in enumerate(("ngram", "draft_model")):
-        sim = simulate(sc, method, seed=seed + i)
-        paths.append(sim.write(root / method))
-        print(f"  {method}: {len(sim.events):,} events, {2 * per_lang} requests", flush=True)
+    pairs = -(-events // EVENTS_PER_PAIR)
+    study = simulate_study(SCENARIOS["h1_h2"], pairs, seed=seed)
+    while sum(len(r.events) for r in study.runs) < events:
+        pairs = int(pairs * 1.05) + 1
+        study = simulate_study(SCENARIOS["h1_h2"], pairs, seed=seed)
+    paths = write_study(study, root)
+    for run in study.runs:
+        print(f"  {run.spec.label}: {len(run.events):,} events, {2 * pairs} requests", flush=True)
     return paths
 
 

@@ -1,4 +1,9 @@
-"""Simulated run directories through the real join (tokenizer + MeCab) and the CLI."""
+"""Simulated run directories through the real join (tokenizer + MeCab) and the CLI.
+
+The runs come from the independent test bed (tokenlens.testing): real Qwen2.5 text,
+the target's top-5 logprobs, events from vLLM's step process, counters derived from
+the events, written by the same RunWriter as a captured run.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +13,24 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tokenlens.analysis import AnalyzeConfig, run_analyze, summarize
-from tokenlens.analysis.analyze import RunInfo
-from tokenlens.analysis.simulate import Simulated, scenario, simulate
+from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.cli import OneLineParser
 from tokenlens.cli import analyze as analyze_cli
 from tokenlens.errors import TokenlensError
+from tokenlens.testing import SCENARIOS, Study, simulate_study, write_study
+from tokenlens.testing.estimator import analyze, key_estimates
 
-SC = scenario(True, False, requests=12, steps=15, k=3)
+N_PAIRS = 12
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Simulated], list[Path]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Study, list[Path]]:
     root = tmp_path_factory.mktemp("sim")
-    sims = [simulate(SC, "draft_model", seed=1), simulate(SC, "ngram", seed=2)]
-    return sims, [s.write(root / s.method) for s in sims]
+    study = simulate_study(SCENARIOS["h1_h2"], N_PAIRS, seed=1)
+    return study, write_study(study, root)
 
 
 def _cli(argv: list[str]) -> int:
@@ -43,49 +47,46 @@ def _cli(argv: list[str]) -> int:
 
 
 def test_join_classifies_the_planted_classes(
-    runs: tuple[list[Simulated], list[Path]], tmp_path: Path
+    runs: tuple[Study, list[Path]], tmp_path: Path
 ) -> None:
-    sims, paths = runs
+    study, paths = runs
     result = run_analyze(AnalyzeConfig(runs=tuple(paths), out=tmp_path, n_boot=100))
     tokens = pq.read_table(result.tokens_path).to_pandas()
-    assert len(tokens) == sum(len(s.events) for s in sims)
-    planted = sims[0].frame(paths[0].name)
-    mine = tokens[tokens["run"] == paths[0].name].reset_index(drop=True)
-    judged = planted["judged"].to_numpy()
-    assert (mine["judged"].to_numpy() == judged).all()
-    assert (
-        mine["script"][judged].to_numpy() == planted["script"][judged].astype(str).to_numpy()
-    ).all()
-    assert np.allclose(mine["top1_prob"][judged], planted["top1_prob"][judged])
-    assert not mine["emitted_mismatch"].any()
+    assert len(tokens) == sum(len(r.events) for r in study.runs)
+    planted = study.frame()
+    for path in paths:
+        mine = tokens[tokens["run"] == path.name].reset_index(drop=True)
+        sim = planted[planted["run"] == path.name].reset_index(drop=True)
+        judged = sim["judged"].to_numpy()
+        assert (mine["judged"].to_numpy() == judged).all()
+        assert (mine["accepted"].to_numpy() == sim["accepted"].to_numpy()).all()
+        has_out = sim["output_index"].to_numpy() >= 0
+        assert (
+            mine["script"][has_out].astype(str).to_numpy()
+            == sim["script"][has_out].astype(str).to_numpy()
+        ).all()
+        assert np.allclose(mine["top1_prob"][has_out], sim["top1_prob"][has_out])
+        assert mine["top1_prob"][~has_out].isna().all()
+        assert not mine["emitted_mismatch"].any()
     for run in result.summary["runs"]:
         assert run["reconciliation"]["matches"]
 
 
-def test_file_and_in_memory_paths_agree(
-    runs: tuple[list[Simulated], list[Path]], tmp_path: Path
-) -> None:
-    """summarize() on the simulator's frame = run_analyze() on the written runs."""
-    sims, paths = runs
-    config = AnalyzeConfig(runs=tuple(paths), out=tmp_path, n_boot=100, regression=False)
+def test_file_and_in_memory_paths_agree(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
+    """summarize() on the test bed's frame = run_analyze() on the written runs."""
+    study, paths = runs
+    config = AnalyzeConfig(runs=tuple(paths), out=tmp_path, n_boot=100, seed=0)
     on_disk = run_analyze(config).summary
-    frame = pd.concat(
-        [s.frame(p.name) for s, p in zip(sims, paths, strict=True)], ignore_index=True
-    )
-    info = [
-        RunInfo(p.name, str(p), s.method, s.k, "x", "complete", s.counters().to_json())
-        for s, p in zip(sims, paths, strict=True)
-    ]
-    in_memory = summarize(frame, info, config)
+    in_memory = analyze(study, 100, seed=0, min_prompts=config.min_prompts)
+    assert key_estimates(on_disk) == key_estimates(in_memory)
+    for h in ("H1", "H2"):
+        assert on_disk["hypotheses"][h]["verdict"] == in_memory["hypotheses"][h]["verdict"]
     for lang in ("ja", "en"):
         assert on_disk["acceptance"][lang]["rate"] == in_memory["acceptance"][lang]["rate"]
-        for cls, entry in in_memory["by_script"][lang].items():
-            assert on_disk["by_script"][lang][cls]["rate"] == entry["rate"]
-            assert on_disk["by_script"][lang][cls]["n"] == entry["n"]
 
 
 def test_cli_writes_outputs(
-    runs: tuple[list[Simulated], list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    runs: tuple[Study, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, paths = runs
     out = tmp_path / "out"
@@ -114,7 +115,7 @@ def test_cli_writes_outputs(
     assert "H1:" in capsys.readouterr().out
 
 
-def test_same_seed_same_numbers(runs: tuple[list[Simulated], list[Path]], tmp_path: Path) -> None:
+def test_same_seed_same_numbers(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
     _, paths = runs
     a = run_analyze(AnalyzeConfig(runs=(paths[0],), out=tmp_path / "a", n_boot=60, seed=5))
     b = run_analyze(AnalyzeConfig(runs=(paths[0],), out=tmp_path / "b", n_boot=60, seed=5))
@@ -130,7 +131,7 @@ def test_missing_run_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_malformed_run_is_one_line(
-    runs: tuple[list[Simulated], list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    runs: tuple[Study, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -139,9 +140,7 @@ def test_malformed_run_is_one_line(
     assert "malformed JSON" in capsys.readouterr().out
 
 
-def test_run_without_events_is_one_line(
-    runs: tuple[list[Simulated], list[Path]], tmp_path: Path
-) -> None:
+def test_run_without_events_is_one_line(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
     copy = tmp_path / "noevents"
     shutil.copytree(runs[1][0], copy)
     (copy / "events.parquet").unlink()

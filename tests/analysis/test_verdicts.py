@@ -1,88 +1,110 @@
-"""Verdicts come out right for planted H1-only, H2-only, both and neither, and
-``inconclusive`` when the sample is tiny or the needed runs are missing.
+"""Verdicts on studies from the independent test bed (tokenlens.testing).
 
-Each study: an n-gram run and a trained-drafter run, 1000 requests per language, 50
-steps of k = 3 (300,000 draft events per run). "Not supported" needs the whole
-interval above -2 pp; the within-confidence effect's interval is then about +-0.9 pp
-wide around a point with ~0.4 pp noise, so a planted zero is declared not_supported
-with probability > 99% (with 150 requests it honestly comes out inconclusive). See
-tokenlens/analysis/simulate.py for what h1/h2 plant.
+Each study: a draft-model and an n-gram run on the same N Japanese/English prompt
+pairs (k = 3, outputs of up to 96 tokens, prompt and request effects, calibrated to
+real traces; see tokenlens/testing/scenarios.py). Each N is chosen from the spread
+of the estimands over simulated studies (benchmarks/bench_verdicts.py and
+tokenlens.testing.truth) so that the asserted verdict holds in well over 99% of
+studies with a correct estimator; a fixed seed is then not a lucky draw:
+
+- a planted 10 pp effect is ``supported`` at N = 60 (H1: composition SD ~1.1 pp) and
+  N = 150 (H2: difference-in-differences SD ~1.7 pp);
+- ``not_supported`` needs the whole interval above -2 pp, so an absent cause is only
+  rejected with many prompts (N = 600); at smaller N it may stay ``inconclusive``,
+  which is why the other tests only require "not supported";
+- a Japanese advantage of +4 pp gives ``no_japanese_deficit`` at N = 200.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
+import numpy as np
 import pytest
 
-from tokenlens.analysis.bootstrap import Resampler
-from tokenlens.analysis.simulate import scenario, simulate
-from tokenlens.analysis.verdicts import Rules, decide
+from tokenlens.testing import SCENARIOS, RunSpec, simulate_study
+from tokenlens.testing.estimator import analyze
+
+N_BOOT = 300
 
 
-def _study(
-    h1: bool,
-    h2: bool,
-    requests: int = 1000,
-    methods: tuple[str, ...] = ("ngram", "draft_model"),
-    seed: int = 0,
-) -> pd.DataFrame:
-    sc = scenario(h1, h2, requests=requests, steps=50, k=3, spread=0.2)
-    frames = [simulate(sc, m, seed=seed + i).frame(m) for i, m in enumerate(methods)]
-    return pd.concat(frames, ignore_index=True)
+def _verdicts(name: str, n: int, seed: int = 0, **kw: Any) -> dict[str, dict[str, Any]]:
+    study = simulate_study(SCENARIOS[name], n, seed=seed, **kw)
+    hypotheses: dict[str, dict[str, Any]] = analyze(study, N_BOOT, seed=1)["hypotheses"]
+    return hypotheses
 
 
-def _decide(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    return decide(frame, Resampler.from_frame(frame, 300, seed=1), Rules())
+def test_null_supports_neither() -> None:
+    h = _verdicts("null", 60)
+    assert h["H1"]["verdict"] != "supported" and h["H2"]["verdict"] != "supported", h
 
 
-@pytest.mark.parametrize(
-    ("h1", "h2", "want1", "want2"),
-    [
-        (True, False, "supported", "not_supported"),
-        (False, True, "not_supported", "supported"),
-        (True, True, "supported", "supported"),
-        (False, False, "not_supported", "not_supported"),
-    ],
+def test_pure_h1() -> None:
+    h = _verdicts("h1", 60)
+    assert h["H1"]["verdict"] == "supported", h["H1"]
+    assert h["H2"]["verdict"] != "supported", h["H2"]
+
+
+def test_pure_h2() -> None:
+    h = _verdicts("h2", 150)
+    assert h["H2"]["verdict"] == "supported", h["H2"]
+    assert h["H1"]["verdict"] != "supported", h["H1"]
+
+
+def test_both() -> None:
+    h = _verdicts("h1_h2", 150)
+    assert (h["H1"]["verdict"], h["H2"]["verdict"]) == ("supported", "supported"), h
+
+
+def test_absent_cause_is_rejected_with_enough_prompts() -> None:
+    h = _verdicts("h2", 600)
+    assert h["H1"]["verdict"] == "not_supported", h["H1"]
+
+
+def test_japanese_advantage_has_nothing_to_explain() -> None:
+    h = _verdicts("ja_advantage", 200)
+    assert h["H1"]["verdict"] == h["H2"]["verdict"] == "no_japanese_deficit", h
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known flaw of the H2 rule: the check (trained within gap) vetoes only when its "
+    "interval is above -delta, so an n-gram Japanese advantage alone gives 'supported' "
+    "(bench_verdicts: ngram_ja_advantage). Strict: remove this mark when the rule is fixed.",
 )
-def test_planted_scenarios(h1: bool, h2: bool, want1: str, want2: str) -> None:
-    result = _decide(_study(h1, h2))
-    assert (result["H1"]["verdict"], result["H2"]["verdict"]) == (want1, want2), result
-    for h in result.values():
-        assert h["ci_low"] <= h["effect"] <= h["ci_high"]
-        assert "pp" in h["evidence"]
+def test_ngram_better_on_japanese_is_not_h2() -> None:
+    """n-gram copying more on Japanese makes the DiD negative although the trained
+    drafter has no deficit (the real traces look like this): H2 must not be supported."""
+    h = _verdicts("ngram_ja_advantage", 100)
+    assert h["H2"]["verdict"] != "supported", h["H2"]
 
 
-def test_tiny_sample_is_inconclusive() -> None:
-    result = _decide(_study(True, True, requests=3))
-    assert result["H1"]["verdict"] == result["H2"]["verdict"] == "inconclusive"
-    assert "too little data: 3 Japanese and 3 English" in result["H1"]["evidence"]
+def test_below_min_prompts_is_insufficient_data() -> None:
+    h = _verdicts("h1_h2", 10)
+    for hyp in ("H1", "H2"):
+        assert h[hyp]["verdict"] == "insufficient_data", h[hyp]
+        assert "30" in h[hyp]["evidence"]
 
 
-def test_moderate_sample_is_not_overconfident() -> None:
-    """10 requests per language cannot show that drafters agree equally: no 'not_supported'."""
-    result = _decide(_study(False, False, requests=10))
-    assert result["H2"]["verdict"] == "inconclusive"
+def test_h2_needs_both_families() -> None:
+    sc = SCENARIOS["h1_h2"]
+    h = _verdicts("h1_h2", 60, runs=[RunSpec("dm", "draft_model", sc.k)])
+    assert h["H2"]["verdict"] == "inconclusive", h["H2"]
 
 
-def test_h2_needs_a_trained_drafter() -> None:
-    result = _decide(_study(True, True, methods=("ngram",)))
-    assert result["H2"]["verdict"] == "inconclusive"
-    assert "no trained-drafter run" in result["H2"]["evidence"]
-    assert result["H1"]["verdict"] == "supported"
+def test_without_logprobs_both_are_inconclusive() -> None:
+    study = simulate_study(SCENARIOS["h1_h2"], 60, seed=0)
+    frame = study.frame()
+    frame["top1_prob"] = np.nan
+    h = analyze(study, N_BOOT, seed=1, frame=frame)["hypotheses"]
+    assert h["H1"]["verdict"] == h["H2"]["verdict"] == "inconclusive", h
 
 
-def test_without_logprobs_h2_uses_the_drafter_comparison() -> None:
-    frame = _study(False, True).drop(columns=["top1_prob", "conf_bucket"])
-    result = _decide(frame)
-    assert result["H2"]["verdict"] == "supported"
-    assert "No target logprobs" in result["H2"]["evidence"]
-    assert "script class" in result["H1"]["evidence"]
-
-
-def test_one_language_only() -> None:
-    frame = _study(True, False)
-    result = _decide(frame[frame["lang"] == "ja"].reset_index(drop=True))
-    assert result["H1"]["verdict"] == "inconclusive"
-    assert "needs both Japanese" in result["H1"]["evidence"]
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_one_language_decides_nothing(lang: str) -> None:
+    study = simulate_study(SCENARIOS["h1_h2"], 60, seed=0)
+    frame = study.frame()
+    frame = frame[frame["lang"] == lang].reset_index(drop=True)
+    h = analyze(study, N_BOOT, seed=1, frame=frame)["hypotheses"]
+    for hyp in ("H1", "H2"):
+        assert h[hyp]["verdict"] not in ("supported", "not_supported"), h[hyp]

@@ -13,20 +13,25 @@ import pytest
 
 from tests.support import PAYLOADS
 from tokenlens.analysis import AnalyzeConfig, run_analyze
-from tokenlens.analysis.simulate import scenario, simulate
 from tokenlens.report import write_analyze_report
+from tokenlens.testing import SCENARIOS, RunSpec, simulate_study, write_study
+
+
+def _runs(root: Path, scenario: str, pairs: int, seed: int) -> tuple[Path, ...]:
+    """A draft-model and an n-gram run of one test-bed study, in directories named by
+    the methods."""
+    specs = [RunSpec(m, m, 3) for m in ("draft_model", "ngram")]
+    study = simulate_study(SCENARIOS[scenario], pairs, seed=seed, runs=specs)
+    return tuple(write_study(study, root))
 
 
 @pytest.fixture(scope="session")
 def analysis(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An analysis of a trained drafter and an n-gram run, 30 prompts per language (enough
-    for every part of the confidence split to be estimable)."""
+    """An analysis of a trained drafter and an n-gram run with H1 and H2 planted, 30
+    prompts per language (enough for every part of the confidence split to be
+    estimable)."""
     root = tmp_path_factory.mktemp("sim")
-    sc = scenario(True, True, requests=30, steps=20, k=3)
-    runs = tuple(
-        simulate(sc, method, seed=i).write(root / method)
-        for i, method in enumerate(("draft_model", "ngram"))
-    )
+    runs = _runs(root, "h1_h2", 30, seed=0)
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
     write_analyze_report(root / "ana")
     return root / "ana"
@@ -37,11 +42,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A smoke-sized analysis (5 prompts per language): every verdict insufficient_data,
     and splits too thin to estimate."""
     root = tmp_path_factory.mktemp("small")
-    sc = scenario(True, True, requests=5, steps=8, k=3)
-    runs = tuple(
-        simulate(sc, method, seed=10 + i).write(root / method)
-        for i, method in enumerate(("draft_model", "ngram"))
-    )
+    runs = _runs(root, "h1_h2", 5, seed=10)
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
     return root / "ana"
 
