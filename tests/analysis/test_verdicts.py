@@ -66,12 +66,6 @@ def test_japanese_advantage_has_nothing_to_explain() -> None:
     assert h["H1"]["verdict"] == h["H2"]["verdict"] == "no_japanese_deficit", h
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known flaw of the H2 rule: the check (trained within gap) vetoes only when its "
-    "interval is above -delta, so an n-gram Japanese advantage alone gives 'supported' "
-    "(bench_verdicts: ngram_ja_advantage). Strict: remove this mark when the rule is fixed.",
-)
 def test_ngram_better_on_japanese_is_not_h2() -> None:
     """n-gram copying more on Japanese makes the DiD negative although the trained
     drafter has no deficit (the real traces look like this): H2 must not be supported."""

@@ -255,7 +255,10 @@ def _prepare(
     point = np.asarray(point, dtype=np.float64)
     g_arr = np.broadcast_to(np.asarray(g, dtype=np.float64), point.shape)
     h_arr = np.broadcast_to(np.asarray(h, dtype=np.float64), point.shape)
-    boot, ok = _finite_boot(np.asarray(boot, dtype=np.float64).reshape(-1, *point.shape))
+    raw = np.asarray(boot, dtype=np.float64)
+    # reshape(-1, ...) is ambiguous when there are no columns (a breakdown with no groups)
+    reps = raw.shape[0] if point.size == 0 and raw.ndim else -1
+    boot, ok = _finite_boot(raw.reshape(reps, *point.shape))
     return point, boot, ok, g_arr, h_arr
 
 
