@@ -38,10 +38,12 @@ class StepRecorder:
             self._fh = self.path.open("a", encoding="utf-8")
         return self._fh
 
-    def write_step(self, records: list[dict[str, Any]]) -> None:
-        """One line: ``{"seq", "t", "reqs": [...]}``; flushed before returning."""
+    def write_step(
+        self, records: list[dict[str, Any]], timing: dict[str, float | None] | None = None
+    ) -> None:
+        """One line: ``{"seq", "t", "reqs": [...]}`` (+ the hook's timing); flushed."""
         fh = self._open()
-        line = {"seq": self._seq, "t": time.time(), "reqs": records}
+        line = {"seq": self._seq, "t": time.time(), **(timing or {}), "reqs": records}
         fh.write(json.dumps(line, separators=(",", ":")) + "\n")
         fh.flush()
         self._seq += 1
@@ -50,9 +52,30 @@ class StepRecorder:
             os.fsync(fh.fileno())
             self._last_sync = now
 
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
     def close(self) -> None:
         if self._fh is not None:
             self._fh.flush()
             os.fsync(self._fh.fileno())
             self._fh.close()
             self._fh = None
+
+
+def status_path(directory: str | Path) -> Path:
+    return Path(directory) / f"capture-{socket.gethostname()}-{os.getpid()}.json"
+
+
+def write_status(directory: str | Path, data: dict[str, Any]) -> None:
+    """This process's capture status (tier, scheduler, failures), replaced atomically.
+
+    Written when the hook first sees a scheduler, and again if the capture fails or is
+    refused: rare events, so a whole-file rewrite is fine.
+    """
+    path = status_path(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
