@@ -319,8 +319,10 @@ class _Hook:
             if self.enabled and self.step is not None:
                 t0 = time.perf_counter()
                 try:
-                    bound = signature.bind(sched, *args, **kwargs)
-                    self._spec(bound.arguments)
+                    if len(args) == 1 and len(kwargs) == 4:  # how vLLM calls it: fast path
+                        self._spec(kwargs)
+                    else:
+                        self._spec(signature.bind(sched, *args, **kwargs).arguments)
                 except Exception as exc:
                     self._disable(exc)
                 self.hook_s += time.perf_counter() - t0

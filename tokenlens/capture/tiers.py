@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tokenlens.capture.surface import SurfaceReport
+from tokenlens.capture.surface import SurfaceReport, check_installed
 
 RECORDED = Path(__file__).with_name("vllm_surfaces.json")
 VERIFIED = "verified"
@@ -95,3 +95,11 @@ def supported_range() -> str:
     low, high = versions[0], versions[-1]
     major, minor, _ = (int(p) for p in high.split("."))
     return f">={low},<{major}.{minor + 1}"
+
+
+def installed_tier() -> tuple[SurfaceReport, Tier] | None:
+    """The installed vLLM's surface check and tier, from its sources (no import)."""
+    report = check_installed()
+    if report is None:
+        return None
+    return report, tier_for(report.version, report)

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tokenlens.cli.common import corpus_file
+
 DESCRIPTION = """\
 Tokenise every prompt of a corpus and classify every token, without running a model.
 
@@ -44,7 +46,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--corpus",
         required=True,
-        type=Path,
+        type=corpus_file,
         metavar="FILE.jsonl",
         help="prompt file (JSONL: id, lang, text or messages)",
     )

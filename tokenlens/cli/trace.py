@@ -10,7 +10,7 @@ from typing import Any
 
 from tokenlens.cli.common import (
     add_progress_flag,
-    existing_file,
+    corpus_file,
     formatter,
     positive_int,
     progress_for,
@@ -72,7 +72,12 @@ def register(sub: Any) -> None:
         description=HELP,
         formatter_class=formatter(),
     )
-    p.add_argument("--prompts", required=True, type=existing_file, help="prompt file (JSONL)")
+    p.add_argument(
+        "--prompts",
+        required=True,
+        type=corpus_file,
+        help="prompt file (JSONL), or the name of a shipped corpus (demo, policy, ...)",
+    )
     p.add_argument("--out", required=True, type=Path, help="run directory to create")
     p.add_argument(
         "--model",
@@ -142,6 +147,12 @@ def register(sub: Any) -> None:
         "--no-chat", action="store_true", help="send 'text' prompts raw, without the chat template"
     )
     p.add_argument(
+        "--no-async-scheduling",
+        action="store_true",
+        help="turn off vLLM's async scheduling (on by default on GPUs for MTP, D-Flash, EAGLE, "
+        "draft models): keeps rejected drafts' token ids, at some speed (docs/capture.md)",
+    )
+    p.add_argument(
         "--server",
         metavar="URL",
         help="send the prompts to a running `vllm serve` (started with TOKENLENS_TRACE_DIR set) "
@@ -202,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         cache=args.cache,
         server=args.server,
         server_trace_dir=args.server_trace_dir,
+        engine_extra={"async_scheduling": False} if args.no_async_scheduling else {},
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
     progress = progress_for(args)

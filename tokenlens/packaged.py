@@ -1,0 +1,71 @@
+"""The corpora and bench plans that ship with tokenlens, found from a checkout or a wheel.
+
+In a checkout they live at the repository root (``corpora/``, ``plans/``), which is
+where the README's paths point. A built wheel carries copies as package data under
+``tokenlens/data/`` (``setup.py`` copies them at build time), keeping the same
+relative layout, so a plan's ``path = "../corpora/demo.jsonl"`` resolves in both.
+Plans can be named (``--plan qwen35-rtx4070``) and corpora too (``--prompts demo``) as
+well as given as paths; ``plans/NAME.toml`` and ``corpora/NAME.jsonl`` also find the
+shipped files when the current directory is not a checkout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenlens.errors import TokenlensError
+
+PACKAGE = Path(__file__).resolve().parent
+CORPORA = "corpora"
+PLANS = "plans"
+
+
+def data_root() -> Path:
+    """The directory holding ``corpora/`` and ``plans/``: package data, else the checkout."""
+    packaged = PACKAGE / "data"
+    if (packaged / CORPORA).is_dir():
+        return packaged
+    return PACKAGE.parent
+
+
+def corpora_dir() -> Path:
+    return data_root() / CORPORA
+
+
+def plans_dir() -> Path:
+    return data_root() / PLANS
+
+
+def packaged_plans() -> list[str]:
+    """Names of the shipped plans (file names without ``.toml``)."""
+    folder = plans_dir()
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def packaged_corpora() -> list[str]:
+    folder = corpora_dir()
+    return sorted(p.stem for p in folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def resolve_plan(value: str | Path) -> Path:
+    """A plan file: an existing path, or the name of a shipped plan (``qwen35-rtx4070``)."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    name = path.name.removesuffix(".toml")
+    if path.parent in (Path("."), Path(PLANS)) and (plans_dir() / f"{name}.toml").is_file():
+        return plans_dir() / f"{name}.toml"
+    known = ", ".join(packaged_plans()) or "none shipped"
+    raise TokenlensError(f"no such plan file or shipped plan: {value} (shipped: {known})")
+
+
+def resolve_corpus(value: str | Path) -> Path:
+    """A prompt file: an existing path, or the name of a shipped corpus (``demo``)."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    name = path.name.removesuffix(".jsonl")
+    if path.parent in (Path("."), Path(CORPORA)) and (corpora_dir() / f"{name}.jsonl").is_file():
+        return corpora_dir() / f"{name}.jsonl"
+    known = ", ".join(packaged_corpora()) or "none shipped"
+    raise TokenlensError(f"no such prompt file or shipped corpus: {value} (shipped: {known})")
