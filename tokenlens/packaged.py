@@ -56,7 +56,7 @@ def resolve_plan(value: str | Path) -> Path:
     if path.parent in (Path("."), Path(PLANS)) and (plans_dir() / f"{name}.toml").is_file():
         return plans_dir() / f"{name}.toml"
     known = ", ".join(packaged_plans()) or "none shipped"
-    raise TokenlensError(f"no such plan file or shipped plan: {value} (shipped: {known})")
+    raise TokenlensError(f"file not found: {value} (nor a shipped plan: {known})")
 
 
 def resolve_corpus(value: str | Path) -> Path:
@@ -68,4 +68,4 @@ def resolve_corpus(value: str | Path) -> Path:
     if path.parent in (Path("."), Path(CORPORA)) and (corpora_dir() / f"{name}.jsonl").is_file():
         return corpora_dir() / f"{name}.jsonl"
     known = ", ".join(packaged_corpora()) or "none shipped"
-    raise TokenlensError(f"no such prompt file or shipped corpus: {value} (shipped: {known})")
+    raise TokenlensError(f"file not found: {value} (nor a shipped corpus: {known})")
