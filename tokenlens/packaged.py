@@ -36,36 +36,38 @@ def plans_dir() -> Path:
     return data_root() / PLANS
 
 
+def _shipped(folder: Path, suffix: str) -> list[str]:
+    return sorted(p.stem for p in folder.glob(f"*{suffix}")) if folder.is_dir() else []
+
+
 def packaged_plans() -> list[str]:
     """Names of the shipped plans (file names without ``.toml``)."""
-    folder = plans_dir()
-    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+    return _shipped(plans_dir(), ".toml")
 
 
 def packaged_corpora() -> list[str]:
-    folder = corpora_dir()
-    return sorted(p.stem for p in folder.glob("*.jsonl")) if folder.is_dir() else []
+    """Names of the shipped corpora (file names without ``.jsonl``)."""
+    return _shipped(corpora_dir(), ".jsonl")
+
+
+def _resolve(value: str | Path, folder: Path, suffix: str, what: str) -> Path:
+    """An existing path, else a shipped file named ``NAME``, ``NAME.ext`` or ``dir/NAME.ext``."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    name = path.name.removesuffix(suffix)
+    shipped = folder / f"{name}{suffix}"
+    if path.parent in (Path("."), Path(folder.name)) and shipped.is_file():
+        return shipped
+    known = ", ".join(_shipped(folder, suffix)) or "none"
+    raise TokenlensError(f"file not found: {value} (nor a shipped {what}: {known})")
 
 
 def resolve_plan(value: str | Path) -> Path:
     """A plan file: an existing path, or the name of a shipped plan (``qwen35-rtx4070``)."""
-    path = Path(value)
-    if path.is_file():
-        return path
-    name = path.name.removesuffix(".toml")
-    if path.parent in (Path("."), Path(PLANS)) and (plans_dir() / f"{name}.toml").is_file():
-        return plans_dir() / f"{name}.toml"
-    known = ", ".join(packaged_plans()) or "none shipped"
-    raise TokenlensError(f"file not found: {value} (nor a shipped plan: {known})")
+    return _resolve(value, plans_dir(), ".toml", "plan")
 
 
 def resolve_corpus(value: str | Path) -> Path:
     """A prompt file: an existing path, or the name of a shipped corpus (``demo``)."""
-    path = Path(value)
-    if path.is_file():
-        return path
-    name = path.name.removesuffix(".jsonl")
-    if path.parent in (Path("."), Path(CORPORA)) and (corpora_dir() / f"{name}.jsonl").is_file():
-        return corpora_dir() / f"{name}.jsonl"
-    known = ", ".join(packaged_corpora()) or "none shipped"
-    raise TokenlensError(f"file not found: {value} (nor a shipped corpus: {known})")
+    return _resolve(value, corpora_dir(), ".jsonl", "corpus")
