@@ -14,8 +14,8 @@ from tokenlens.capture.reconcile import (
     reconcile,
     reconcile_per_request,
 )
-from tokenlens.capture.recorder import StepRecorder
-from tokenlens.capture.summary import capture_summary, hook_cost
+from tokenlens.capture.recorder import StepRecorder, write_status
+from tokenlens.capture.summary import capture_problem, capture_summary, hook_cost
 from tokenlens.engine.results import SpecCounters
 
 
@@ -203,3 +203,19 @@ def test_per_request_reconciliation_names_each_difference(tmp_path: Path) -> Non
     ]
     assert per_request_summary(events, detailed)["level"] == "detailed"
     assert per_request_summary(events, {})["available"] is False
+
+
+def test_a_failed_engine_process_fails_the_capture(tmp_path: Path) -> None:
+    write_status(tmp_path, {"state": "failed", "pid": 7, "problem": "never reached", "tier": "x"})
+    capture = build_capture(tmp_path)
+    summary = capture_summary(tmp_path, capture, capture.table())
+    assert summary["state"] == "failed" and summary["problems"] == ["pid 7: never reached"]
+    assert capture_problem(summary, drafts_counted=0) == "capture failed: pid 7: never reached"
+
+
+def test_counted_drafts_without_any_hooked_step_fail_the_capture(tmp_path: Path) -> None:
+    capture = build_capture(tmp_path)
+    summary = capture_summary(tmp_path, capture, capture.table())
+    assert capture_problem(summary, drafts_counted=0) is None  # nothing to see: fine
+    problem = capture_problem(summary, drafts_counted=12)
+    assert problem is not None and "never saw a scheduler step" in problem
