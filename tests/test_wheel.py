@@ -9,6 +9,7 @@ and ``--no-compile`` skips byte-compiling scipy and pandas (most of a cold insta
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -31,8 +32,10 @@ SOURCES = (
 
 
 def sh(*cmd: str | Path, cwd: Path | None = None, timeout: float = 600) -> str:
+    # No PYTHONPATH: the venv must import the installed wheel, never this checkout.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
     )
     assert proc.returncode == 0, f"{cmd}: {proc.stderr[-3000:]}"
     return proc.stdout
@@ -60,13 +63,25 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env
 
 
-def test_core_install_has_no_vllm_and_no_torch(venv: Path) -> None:
-    out = sh(
-        venv / "bin" / "python",
-        "-c",
-        "import importlib.util as u; print([m for m in ('vllm', 'torch') if u.find_spec(m)])",
+def test_core_install_has_no_vllm_and_no_torch(venv: Path, tmp_path: Path) -> None:
+    code = (
+        "import importlib.util as u, tokenlens\n"
+        "print([m for m in ('vllm', 'torch') if u.find_spec(m)], tokenlens.__file__)"
     )
-    assert out.strip() == "[]"
+    missing, where = sh(venv / "bin" / "python", "-c", code, cwd=tmp_path).split(" ", 1)
+    assert missing == "[]"
+    assert where.strip().startswith(str(venv))  # the wheel, not this checkout
+
+
+def test_doctor_without_vllm_fails_with_the_fix(venv: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [venv / "bin" / "tokenlens", "doctor"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "fail  vLLM: not installed" in proc.stdout
+    assert "fix: pip install 'tokenlens[gpu]' into your vLLM environment" in proc.stdout
 
 
 def test_tokens_on_a_shipped_corpus(venv: Path, tmp_path: Path) -> None:
