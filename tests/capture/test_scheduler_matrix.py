@@ -220,3 +220,21 @@ def test_scheduler_that_stops_counting_fails_the_capture(harness: Callable[..., 
     status = json.loads(next(h.trace_dir.glob("capture-*.json")).read_text())
     assert status["state"] == "failed"
     assert "make_spec_decoding_stats was never reached" in status["problem"]
+
+
+def test_paused_hook_passes_steps_through(harness: Callable[..., Any]) -> None:
+    from tokenlens.capture import plugin
+
+    h = harness()
+    h.trace_dir.mkdir(parents=True)
+    (h.trace_dir / plugin.PAUSE_FILE).touch()
+    h.add(A)
+    prefill(h, A, 5, [6, 7, 8])
+    h.step({A: [6, 7, 9]})
+    assert rows(h) == [] and h.stats.num_drafts == 1  # vLLM counted, the hook did not
+    (h.trace_dir / plugin.PAUSE_FILE).unlink()
+    assert plugin._active is not None
+    plugin._active.next_pause_check = 0.0  # instead of waiting PAUSE_CHECK_SECONDS
+    h.propose({A: [1, 2, 3]})
+    h.step({A: [1, 4]})
+    assert [r[1:5] for r in rows(h)] == [(0, 0, 1, True), (0, 1, 2, False), (0, 2, 3, False)]

@@ -54,6 +54,8 @@ from tokenlens.capture.tiers import REFUSED, UNTESTED, Tier, tier_for
 
 _PATCH_MARK = "__tokenlens_original__"
 _SUBCLASS_MARK = "__tokenlens_subclass_hook__"
+PAUSE_FILE = "paused"  # in the trace directory: the hook passes steps through untouched
+PAUSE_CHECK_SECONDS = 0.5
 logger = logging.getLogger("tokenlens.capture")
 _WANT = {"update_from_output": UPDATE_PARAMS, "make_spec_decoding_stats": STATS_PARAMS}
 _active: _Hook | None = None  # the hook installed in this process
@@ -241,6 +243,24 @@ class _Hook:
         self.hook_s = 0.0
         self.mark = time.perf_counter()
         self.first_line = True
+        self.paused = False
+        self.next_pause_check = 0.0
+
+    def _paused(self) -> bool:
+        """Whether ``<trace dir>/paused`` exists, looked up at most every PAUSE_CHECK_SECONDS.
+
+        A paused hook records nothing (the run's events then miss those steps, so its
+        reconciliation fails by design). It exists to compare hooked and unhooked steps
+        in one engine; resuming restarts the self-timing as for a new process.
+        """
+        now = time.monotonic()
+        if now >= self.next_pause_check:
+            self.next_pause_check = now + PAUSE_CHECK_SECONDS
+            paused = (self.recorder.directory / PAUSE_FILE).exists()
+            if self.paused and not paused:
+                self.first_line, self.hook_s = True, 0.0
+            self.paused = paused
+        return self.paused
 
     # -- installation -------------------------------------------------------------
     def adopt(self, cls: type) -> None:
@@ -287,7 +307,8 @@ class _Hook:
     def wrap_update(self, original: Any) -> Any:
         @functools.wraps(original)
         def update_from_output(sched: Any, scheduler_output: Any, model_runner_output: Any) -> Any:
-            if not self.enabled or self.step is not None:  # off, or an override's super()
+            # off, an override's super(), or paused (benchmarks/bench_capture_overhead.py)
+            if not self.enabled or self.step is not None or self._paused():
                 return original(sched, scheduler_output, model_runner_output)
             t0 = time.perf_counter()
             try:
