@@ -408,6 +408,8 @@ class _Hook:
                 )
             if record["n"] or "d" in record:
                 records.append(record)
+        if self.recorder.error is not None:
+            self._fail(f"the step writer stopped: {self.recorder.error}")
         if records:
             now = time.perf_counter()
             wall = now - self.mark
@@ -421,11 +423,19 @@ class _Hook:
             self.hook_s = 0.0
 
 
-def _ints(values: Any) -> list[int]:
-    """Token ids from a list or a numpy array (vLLM has used both)."""
+def _ints(values: Any) -> list[Any]:
+    """A copy of token ids from a list or a numpy array (vLLM has used both).
+
+    Cheap on the scheduler's thread: a list is copied as it is (vLLM may shorten its
+    own list after a stop) and numpy scalars inside are turned into ints by the writer
+    thread's JSON encoder (:mod:`tokenlens.capture.recorder`).
+    """
+    if type(values) is list:
+        return values.copy()
     if hasattr(values, "tolist"):
-        return [int(v) for v in values.tolist()]
-    return [int(v) for v in values]
+        out: list[Any] = values.tolist()
+        return out
+    return list(values)
 
 
 def _scheduler_info(sched: Any) -> dict[str, Any]:

@@ -46,6 +46,7 @@ class StepRecorder:
         self._lock = threading.Lock()
         # Seconds the writer thread spent serialising and writing, not yet reported.
         self._writer_s = 0.0
+        self.error: str | None = None  # why the writer thread stopped writing
 
     @property
     def path(self) -> Path:
@@ -93,8 +94,11 @@ class StepRecorder:
                     break
             lines = [line for line in batch if line is not _STOP]
             t0 = time.perf_counter()
-            if lines:
-                self._write(lines)
+            if lines and self.error is None:
+                try:
+                    self._write(lines)
+                except Exception as exc:  # keep draining: never block the scheduler
+                    self.error = f"{type(exc).__name__}: {exc}"
             self._writer_s += time.perf_counter() - t0
             for _ in batch:
                 self._queue.task_done()
@@ -108,7 +112,7 @@ class StepRecorder:
                 if self.background:
                     line["wt"] = round(self._writer_s, 7)
                     self._writer_s = 0.0
-                fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+                fh.write(json.dumps(line, separators=(",", ":"), default=_plain) + "\n")
             fh.flush()
             now = time.monotonic()
             if now - self._last_sync >= FSYNC_SECONDS:
@@ -133,6 +137,13 @@ class StepRecorder:
                 os.fsync(self._fh.fileno())
                 self._fh.close()
                 self._fh = None
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy scalars and arrays inside records (``int(x)``, ``tolist()``)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return int(value)
 
 
 def status_path(directory: str | Path) -> Path:
