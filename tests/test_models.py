@@ -56,12 +56,21 @@ def test_wrong_hash_leaves_no_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["dl"]
 
 
-def test_unreachable_package_is_one_line(tmp_path: Path) -> None:
+def test_unreachable_package_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip, pointed at an empty local folder instead of an index, cannot find the
+    package: the error is one line that carries pip's own reason."""
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
     with pytest.raises(TokenlensError) as info:
-        download_wheel("tokenlens-no-such-package-xyz", "0.0.1", tmp_path)
+        download_wheel("tokenlens-no-such-package-xyz", "0.0.1", tmp_path / "dl")
     message = str(info.value)
-    assert message.startswith("cannot download tokenlens-no-such-package-xyz==0.0.1")
-    assert "\n" not in message
+    assert message == (
+        "cannot download tokenlens-no-such-package-xyz==0.0.1 from the package index: "
+        "ERROR: No matching distribution found for tokenlens-no-such-package-xyz==0.0.1"
+    )
+    assert not list((tmp_path / "dl").iterdir())
 
 
 def fake_model_dir(directory: Path, model=DRAFTER) -> Path:  # type: ignore[no-untyped-def]

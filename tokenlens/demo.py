@@ -20,6 +20,7 @@ from tokenlens.engine.config import SamplingConfig
 from tokenlens.models.embedded import ensure_pair
 from tokenlens.packaged import corpora_dir, plans_dir
 from tokenlens.progress import SILENT, Progress
+from tokenlens.report import write_analyze_report, write_bench_report
 from tokenlens.report.findings import findings_markdown
 from tokenlens.report.index import write_index
 from tokenlens.rundir import read_run
@@ -110,6 +111,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
             progress,
         )
         bench_dir = bench.out
+        write_bench_report(bench_dir)
     runs = []
     for name, method, k in size.traces:
         trace = TraceConfig(
@@ -132,6 +134,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
     analysis = run_analyze(
         AnalyzeConfig(runs=tuple(runs), out=config.out / "analysis", bench=bench_dir), progress
     )
+    report = write_analyze_report(config.out / "analysis")
     rows = read_results(bench_dir / "results.csv") if bench_dir is not None else None
     info = (
         json.loads((bench_dir / BENCH_JSON).read_text(encoding="utf-8"))
@@ -148,7 +151,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         runs=runs,
         summary=summary,
         analysis=analysis.tables_path,
-        report=analysis.report_path,
+        report=report,
         findings=findings,
         verdicts=verdicts,
     )

@@ -9,17 +9,20 @@ to ``complete`` last, so an interrupted run is recognisable as such.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokenlens.engine.results import GeneratedRequest, SpecCounters
+from tokenlens.engine.results import GeneratedRequest, SpecCounters, TokenLogprobs
 from tokenlens.errors import TokenlensError
 
 MANIFEST = "manifest.json"
@@ -27,6 +30,7 @@ REQUESTS = "requests.parquet"
 METRICS = "metrics.json"
 EVENTS = "events.parquet"
 CAPTURE = "capture"  # the plugin's step files (kept: they are the raw record)
+RESUME_PREFIX = "resume-"  # capture/resume-<n>/: the step files of the n-th resume
 STATUSES = ("complete", "partial")
 
 MANIFEST_KEYS = (
@@ -114,49 +118,244 @@ def write_events(run: Path, events: pa.Table) -> None:
     pq.write_table(events, run / EVENTS)
 
 
-def salvage_partial(
-    run: Path, tokenizer: str, langs: dict[str, str], pairs: dict[str, str | None]
-) -> None:
-    """Turn what the plugin flushed before a crash into an analysable ``partial`` run.
+def _complete_utf8(data: bytes) -> bytes:
+    """``data`` without a trailing incomplete UTF-8 sequence (a cut multi-byte character)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # ASCII or a lead byte
+            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+            return data[:-back] if byte >= 0xC0 and back < need else data
+    return data
 
-    Outputs are rebuilt from the recorded steps (every appended token is in them) and
-    decoded with the run's tokenizer; ``metrics.json`` then holds counts derived from
-    the events, marked as such, because vLLM's own counters died with the engine.
+
+def decode_output(vocab: Any, ids: Sequence[int]) -> str:
+    """The text vLLM's detokenizer gives for ``ids`` (``skip_special_tokens``, its default).
+
+    Special tokens (end of turn, ...) print nothing; an incomplete UTF-8 sequence at the
+    end (the output was cut inside a character) is held back, as vLLM's incremental
+    detokenizer holds it; other invalid bytes become U+FFFD. ``-1`` (a hole in a
+    salvaged output) contributes nothing.
+    """
+    kept = [int(i) for i in ids if i >= 0]
+    special = vocab.is_special(kept) if kept else []
+    data = b"".join(vocab.pieces([i for i, s in zip(kept, special, strict=True) if not s]))
+    return _complete_utf8(data).decode("utf-8", "replace")
+
+
+def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
+    """Why ``ids`` do not decode to ``text`` with ``vocab`` (None: they do).
+
+    Tolerated: special tokens printed or not (vLLM prints the ones its tokenizer does
+    not mark special), a cut character at the end shown as U+FFFD or not at all, and
+    one leading space (word-piece tokenizers drop the space that starts a sequence).
+    """
+    kept = [int(i) for i in ids if i >= 0]
+    outside = [i for i in kept if i >= vocab.size]
+    if outside:
+        return f"token id {outside[0]} is outside the tokenizer's {vocab.size} ids"
+    special = vocab.is_special(kept) if kept else []
+    data = b"".join(vocab.pieces([i for i, s in zip(kept, special, strict=True) if not s]))
+    forms = {
+        _complete_utf8(data).decode("utf-8", "replace"),
+        data.decode("utf-8", "replace"),
+    }
+    forms |= {form[1:] for form in forms if form.startswith(" ")}
+    seen = text
+    for i in sorted({i for i, s in zip(kept, special, strict=True) if s}):
+        literal = b"".join(vocab.pieces([i])).decode("utf-8", "replace")
+        if literal:
+            seen = seen.replace(literal, "")
+    if seen in forms:
+        return None
+    expected = min(forms, key=len)
+    at = next(
+        (k for k, (a, b) in enumerate(zip(expected, seen, strict=False)) if a != b),
+        min(len(expected), len(seen)),
+    )
+    return (
+        f"they decode to {expected[max(0, at - 8) : at + 12]!r} but output_text has "
+        f"{seen[max(0, at - 8) : at + 12]!r} (character {at})"
+    )
+
+
+def implied_finish_reason(
+    ids: Sequence[int], max_tokens: int | None, vocab: Any, ignore_eos: bool = False
+) -> str | None:
+    """The finish reason the step files imply for a request's output (None: unfinished).
+
+    vLLM's own order (``check_stop``): a stop token last means ``stop`` (the stop
+    tokens are special tokens of the vocabulary), else reaching ``max_tokens`` means
+    ``length``. A request that ended neither way was cut off by the crash.
+    """
+    if not ids:
+        return None
+    last = int(ids[-1])
+    if not ignore_eos and last >= 0 and bool(vocab.is_special([last])[0]):
+        return "stop"
+    if max_tokens is not None and len(ids) >= max_tokens:
+        return "length"
+    return None
+
+
+def read_finished(directory: Path) -> dict[str, GeneratedRequest]:
+    """Requests the worker recorded as finished (``finished-<pid>.jsonl``), by request id."""
+    from tokenlens.capture.events import read_jsonl
+    from tokenlens.engine.worker import FINISHED_PREFIX
+
+    out: dict[str, GeneratedRequest] = {}
+    for path in sorted(directory.glob(f"{FINISHED_PREFIX}*.jsonl")):
+        for rec in read_jsonl(path):
+            lp = rec.get("logprobs")
+            rec["output_token_ids"] = tuple(rec["output_token_ids"])
+            rec["logprobs"] = (
+                tuple(
+                    TokenLogprobs(
+                        logprob=t["logprob"],
+                        rank=t["rank"],
+                        top_ids=tuple(t["top_ids"]),
+                        top_logprobs=tuple(t["top_logprobs"]),
+                    )
+                    for t in lp
+                )
+                if lp is not None
+                else None
+            )
+            known = {f.name for f in dataclasses.fields(GeneratedRequest)}
+            req = GeneratedRequest(**{k: v for k, v in rec.items() if k in known})
+            out.setdefault(req.prompt_id, req)
+    return out
+
+
+def attempt_dirs(run: Path) -> list[Path]:
+    """Capture directories of a run, oldest first: ``capture/``, then one per resume."""
+    root = run / CAPTURE
+    resumed = [p for p in root.glob(f"{RESUME_PREFIX}*") if p.is_dir()]
+    return [root, *sorted(resumed, key=lambda p: int(p.name.removeprefix(RESUME_PREFIX)))]
+
+
+@dataclass
+class Salvage:
+    """What the capture directories of a run hold, one source per request.
+
+    A request the worker recorded as finished comes from that record (vLLM's own
+    text, logprobs and finish reason) with the events of the attempt it finished in;
+    any other request from the latest attempt's step files, with the finish reason
+    they imply. ``finished`` names the requests vLLM finished.
+    """
+
+    requests: list[GeneratedRequest]
+    events: pa.Table
+    finished: set[str]
+    gaps: list[str]
+    counters: SpecCounters  # derived from ``events``: vLLM's died with the engine
+
+    def finished_only(self) -> Salvage:
+        """The requests vLLM finished and their events (what ``trace --resume`` keeps)."""
+        from tokenlens.capture.reconcile import counters_from_events
+
+        finished = pa.array(sorted(self.finished), pa.string())
+        keep = pc.is_in(self.events.column("request_id"), finished)
+        events = self.events.filter(keep)
+        requests = [r for r in self.requests if r.prompt_id in self.finished]
+        return Salvage(requests, events, self.finished, self.gaps, counters_from_events(events))
+
+
+def salvage(
+    run: Path, tokenizer: str, max_tokens: dict[str, int | None], ignore_eos: bool = False
+) -> Salvage:
+    """Rebuild requests and events from every capture directory of ``run``.
+
+    ``max_tokens`` (request id -> the length it was sent with) lets the step files
+    imply ``length`` for requests the worker did not record as finished.
     """
     from tokenlens.capture.events import build_capture
     from tokenlens.capture.reconcile import counters_from_events
     from tokenlens.text import load_tokenizer
 
-    capture = build_capture(run / CAPTURE)
-    events = capture.table()
-    write_events(run, events)
     try:
-        vocab = load_tokenizer(tokenizer)
-
-        def decode(ids: list[int]) -> str:
-            return b"".join(vocab.pieces([i for i in ids if i >= 0])).decode("utf-8", "replace")
+        vocab: Any = load_tokenizer(tokenizer)
     except TokenlensError:
+        vocab = None
+    source: dict[str, tuple[int, GeneratedRequest]] = {}
+    recorded: set[str] = set()
+    tables: list[pa.Table] = []
+    gaps: list[str] = []
+    for attempt, directory in enumerate(attempt_dirs(run)):
+        capture = build_capture(directory)
+        gaps += capture.gaps
+        tables.append(capture.table())
+        for rid, req in read_finished(directory).items():
+            if rid in recorded:
+                continue
+            steps = capture.outputs.get(rid)
+            if steps is not None and list(steps) != list(req.output_token_ids):
+                gaps.append(f"{rid}: vLLM's output differs from the step files")
+            recorded.add(rid)
+            source[rid] = (attempt, req)
+        for rid, ids in capture.outputs.items():
+            if rid in recorded:
+                continue
+            text = decode_output(vocab, ids) if vocab is not None else ""
+            reason = (
+                implied_finish_reason(ids, max_tokens.get(rid), vocab, ignore_eos)
+                if vocab is not None
+                else None
+            )
+            source[rid] = (
+                attempt,
+                GeneratedRequest(
+                    prompt_id=rid,
+                    vllm_request_id="",
+                    prompt_token_count=0,
+                    output_token_ids=tuple(ids),
+                    output_text=text,
+                    finish_reason=reason,
+                ),
+            )
+    parts = []
+    for attempt, table in enumerate(tables):
+        mine = [rid for rid, (a, _) in source.items() if a == attempt]
+        keep = pc.is_in(table.column("request_id"), pa.array(mine, pa.string()))
+        parts.append(table.filter(keep))
+    events = pa.concat_tables(parts) if parts else EVENTS_SCHEMA.empty_table()
+    requests = [req for _, (_, req) in sorted(source.items())]
+    return Salvage(requests, events, recorded, gaps, counters_from_events(events))
 
-        def decode(ids: list[int]) -> str:
-            return ""
 
-    reqs = [
-        GeneratedRequest(
-            prompt_id=rid,
-            vllm_request_id="",
-            prompt_token_count=0,
-            output_token_ids=tuple(ids),
-            output_text=decode(ids),
-            finish_reason=None,
-        )
-        for rid, ids in sorted(capture.outputs.items())
-    ]
-    pq.write_table(requests_table(reqs, langs, pairs), run / REQUESTS)
-    metrics = {**counters_from_events(events).to_json(), "source": "events (engine died)"}
+def salvage_partial(
+    run: Path,
+    tokenizer: str,
+    langs: dict[str, str],
+    pairs: dict[str, str | None],
+    max_tokens: dict[str, int | None] | None = None,
+    ignore_eos: bool = False,
+) -> Salvage:
+    """Turn what the plugin and worker flushed before a crash into an analysable partial run.
+
+    Finished requests come from the worker's records, the others are rebuilt from the
+    recorded steps (every appended token is in them) and decoded with the run's
+    tokenizer, with the finish reason the steps imply; ``metrics.json`` then holds
+    counts derived from the events, marked as such, because vLLM's own counters died
+    with the engine. ``tokenlens trace --resume`` completes such a run.
+    """
+    found = salvage(run, tokenizer, max_tokens or {}, ignore_eos)
+    write_events(run, found.events)
+    pq.write_table(requests_table(found.requests, langs, pairs), run / REQUESTS)
+    metrics = {**found.counters.to_json(), "source": "events (engine died)"}
     write_json_atomic(run / METRICS, metrics)
     manifest = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
-    manifest.update(status="partial", salvaged_at=now_iso(), capture_gaps=capture.gaps)
+    manifest.update(
+        status="partial",
+        salvaged_at=now_iso(),
+        capture_gaps=found.gaps,
+        salvage={
+            "requests": len(found.requests),
+            "finished": len(found.finished),
+            "unfinished": sorted(r.prompt_id for r in found.requests if r.finish_reason is None),
+        },
+    )
     write_json_atomic(run / MANIFEST, manifest)
+    return found
 
 
 class RunWriter:
@@ -164,9 +363,11 @@ class RunWriter:
 
     def __init__(self, path: str | Path, manifest: dict[str, Any], overwrite: bool = False):
         self.path = Path(path)
-        if (self.path / MANIFEST).exists() and not overwrite:
-            raise TokenlensError(f"{self.path} already holds a run (use --overwrite to replace it)")
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.check_free(self.path, overwrite)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TokenlensError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         for name in (REQUESTS, METRICS, EVENTS):
             (self.path / name).unlink(missing_ok=True)
         missing = [k for k in MANIFEST_KEYS if k not in manifest and k != "status"]
@@ -174,6 +375,22 @@ class RunWriter:
             raise ValueError(f"manifest lacks {missing}")
         self.manifest = {**manifest, "status": "partial"}
         write_json_atomic(self.path / MANIFEST, self.manifest)
+
+    @staticmethod
+    def check_free(path: Path, overwrite: bool) -> None:
+        """Refuse, before any work, a path that is a file or already holds a run."""
+        if path.exists() and not path.is_dir():
+            raise TokenlensError(f"{path} is a file, not a run directory")
+        if (path / MANIFEST).exists() and not overwrite:
+            raise TokenlensError(f"{path} already holds a run (use --overwrite to replace it)")
+
+    @classmethod
+    def reopen(cls, path: Path) -> RunWriter:
+        """A writer over an existing run (``trace --resume``): its manifest is kept."""
+        writer = cls.__new__(cls)
+        writer.path = path
+        writer.manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        return writer
 
     def write_requests(self, table: pa.Table) -> None:
         pq.write_table(table, self.path / REQUESTS)

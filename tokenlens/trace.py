@@ -6,12 +6,15 @@ generates every prompt, and writes manifest, requests and vLLM's counters.
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from tokenlens import __version__
 from tokenlens.capture.events import build_capture
@@ -23,21 +26,35 @@ from tokenlens.engine.config import (
     SamplingConfig,
     SpeculativeSpec,
 )
-from tokenlens.engine.runner import Engine, jobs_from_prompts
+from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
+from tokenlens.engine.runner import (
+    Engine,
+    check_prompt_lengths,
+    effective_max_tokens,
+    jobs_from_prompts,
+)
+from tokenlens.engine.worker import PromptJob
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup, resolve_model
 from tokenlens.models.tiny import TINY_LOAD_FORMAT, TINY_TOKENIZER, is_tiny
 from tokenlens.progress import SILENT, Progress
-from tokenlens.prompts import Prompt, corpus_hash, read_prompts
+from tokenlens.prompts import Prompt, corpus_hash, normalise_lang, read_prompts
 from tokenlens.rundir import (
     CAPTURE,
+    EVENTS_SCHEMA,
+    MANIFEST,
+    METRICS,
+    RESUME_PREFIX,
     RunWriter,
+    Salvage,
+    attempt_dirs,
     now_iso,
     requests_table,
     salvage_partial,
     write_events,
+    write_json_atomic,
 )
-from tokenlens.signature import make_signature, sampling_label
+from tokenlens.signature import make_signature, parse_signature, sampling_label
 
 BASELINE = "none"
 
@@ -78,8 +95,12 @@ class TraceConfig:
 def select_prompts(
     prompts: list[Prompt], langs: tuple[str, ...] | None, limit: int | None
 ) -> list[Prompt]:
-    """Keep the requested languages, then at most ``limit`` prompts per language."""
-    chosen = [p for p in prompts if langs is None or p.lang in langs]
+    """Keep the requested languages, then at most ``limit`` prompts per language.
+
+    ``langs`` are normalised like the prompts' own tags (``--lang ja-JP`` selects ``ja``).
+    """
+    wanted = None if langs is None else {normalise_lang(lang) for lang in langs}
+    chosen = [p for p in prompts if wanted is None or p.lang in wanted]
     if limit is not None:
         counts: dict[str, int] = {}
         kept = []
@@ -150,7 +171,8 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
     draft_name = model_identity(draft)[0] if draft is not None else None
     s = config.sampling
     max_tokens = max(
-        min(p.max_tokens or s.max_tokens, config.cap_tokens or s.max_tokens) for p in prompts
+        effective_max_tokens(p.max_tokens, s.max_tokens, config.cap_tokens) or s.max_tokens
+        for p in prompts
     )
     digest = corpus_hash(config.prompts)
     spec = {
@@ -193,7 +215,34 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
         "chat": config.chat,
         "load_format": config.load_format,
         "embedded_models": sorted(EMBEDDED) if config.model is None else [],
+        "trace_config": config_to_json(config),
     }
+
+
+def config_to_json(config: TraceConfig) -> dict[str, Any]:
+    """The settings ``trace --resume`` needs to continue a run exactly as it was started."""
+    data = asdict(config)
+    for key in ("out", "overwrite", "argv"):
+        data.pop(key)
+    data["prompts"] = str(Path(config.prompts).resolve())
+    for key in ("cache", "server_trace_dir"):
+        data[key] = None if data[key] is None else str(data[key])
+    data["langs"] = None if config.langs is None else list(config.langs)
+    return data
+
+
+def config_from_json(data: dict[str, Any], out: Path) -> TraceConfig:
+    """Inverse of :func:`config_to_json` (unknown keys from later versions are ignored)."""
+    known = {f.name for f in fields(TraceConfig)}
+    kwargs = {k: v for k, v in data.items() if k in known}
+    kwargs["prompts"] = Path(kwargs["prompts"])
+    kwargs["sampling"] = SamplingConfig(**kwargs.get("sampling", {}))
+    for key in ("cache", "server_trace_dir"):
+        if kwargs.get(key) is not None:
+            kwargs[key] = Path(kwargs[key])
+    if kwargs.get("langs") is not None:
+        kwargs["langs"] = tuple(kwargs["langs"])
+    return TraceConfig(out=out, **kwargs)
 
 
 def run_trace_server(config: TraceConfig, progress: Progress = SILENT) -> Path:
@@ -223,7 +272,9 @@ def run_trace_server(config: TraceConfig, progress: Progress = SILENT) -> Path:
     nonce = secrets.token_hex(4)
     jobs = [
         replace(job, request_id=f"tl{nonce}-{job.prompt_id}")
-        for job in jobs_from_prompts(prompts, chat=True, cap=config.cap_tokens)
+        for job in jobs_from_prompts(
+            prompts, chat=True, cap=config.cap_tokens, default=config.sampling.max_tokens
+        )
     ]
     progress.stage("generate", total=len(jobs), unit="prompt")
     before = client.counters()
@@ -259,36 +310,47 @@ def run_trace_server(config: TraceConfig, progress: Progress = SILENT) -> Path:
     return config.out
 
 
+def trace_jobs(config: TraceConfig, prompts: list[Prompt]) -> list[PromptJob]:
+    """What the engine is sent: each prompt's length from its own, ``--max-tokens``, the cap."""
+    return jobs_from_prompts(
+        prompts, chat=config.chat, cap=config.cap_tokens, default=config.sampling.max_tokens
+    )
+
+
 def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     """Generate every selected prompt and write the run directory ``config.out``.
 
-    The plugin records into ``out/capture/``; afterwards the steps become
-    ``events.parquet`` and are reconciled with vLLM's counters. If the engine dies,
-    whatever was recorded is still written, and the run is marked ``partial``.
+    Every prompt is measured with the target's tokenizer before the engine starts
+    (:func:`check_prompt_lengths`). The plugin records into ``out/capture/``;
+    afterwards the steps become ``events.parquet`` and are reconciled with vLLM's
+    counters. If the engine dies, whatever was recorded is still written, and the run
+    is marked ``partial``; :func:`resume_trace` completes it.
     """
     if config.server is not None:
         return run_trace_server(config, progress)
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
     precheck_capture(config, progress)
+    jobs = trace_jobs(config, prompts)
+    RunWriter.check_free(config.out, config.overwrite)
     capture_dir = config.out / CAPTURE
     engine_config = replace(build_engine_config(config, progress), trace_dir=str(capture_dir))
+    progress.stage("check prompt lengths")
+    check_prompt_lengths(engine_config, jobs, config.sampling.max_tokens)
     vllm_version = installed_vllm()
     writer = RunWriter(config.out, manifest_for(config, prompts, vllm_version), config.overwrite)
     shutil.rmtree(capture_dir, ignore_errors=True)
     langs = {p.id: p.lang for p in prompts}
     pairs = {p.id: p.pair for p in prompts}
     engine = Engine(engine_config, log_path=config.out / "engine.log", progress=progress)
-    try:
-        with engine:
-            progress.stage("generate", total=len(prompts), unit="prompt")
-            result = engine.generate(
-                jobs_from_prompts(prompts, chat=config.chat, cap=config.cap_tokens),
-                config.sampling,
-                config.concurrency,
-            )
-    except TokenlensError as exc:
-        salvage_partial(config.out, writer.manifest["tokenizer"], langs, pairs)
-        raise TokenlensError(f"{exc} — partial run written to {config.out}") from None
+    result = _generate(
+        engine,
+        config,
+        jobs,
+        (jobs, langs, pairs),
+        f"partial run written to {config.out} "
+        f"(continue it with: tokenlens trace --resume {config.out})",
+        progress,
+    )
     writer.write_requests(requests_table(list(result.requests), langs, pairs))
     writer.write_metrics(result.counters)
     capture = build_capture(capture_dir)
@@ -351,6 +413,198 @@ def note_lost_identities(summary: dict[str, Any], progress: Progress) -> None:
         progress.note(
             f"warning: {lost} rejected drafts have no token id ({why}); see docs/capture.md"
         )
+
+
+def _generate(
+    engine: Engine,
+    config: TraceConfig,
+    jobs: list[PromptJob],
+    run: tuple[list[PromptJob], dict[str, str], dict[str, str | None]],
+    if_dead: str,
+    progress: Progress,
+) -> GenerationResult:
+    """Start the engine and generate ``jobs``; if it dies, salvage the run and say ``if_dead``.
+
+    ``run`` is every job of the run with its languages and pairs (what salvage needs).
+    """
+    progress.stage("start the vLLM engine")
+    try:
+        with engine:
+            progress.stage("generate", total=len(jobs), unit="prompt")
+            return engine.generate(jobs, config.sampling, config.concurrency)
+    except TokenlensError as exc:
+        _salvage(config, *run)
+        raise TokenlensError(f"{exc} — {if_dead}") from None
+
+
+def _salvage(
+    config: TraceConfig,
+    jobs: list[PromptJob],
+    langs: dict[str, str],
+    pairs: dict[str, str | None],
+) -> Salvage:
+    manifest = json.loads((config.out / MANIFEST).read_text(encoding="utf-8"))
+    return salvage_partial(
+        config.out,
+        str(manifest["tokenizer"]),
+        langs,
+        pairs,
+        {job.rid: job.max_tokens for job in jobs},
+        config.sampling.ignore_eos,
+    )
+
+
+def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
+    """Complete a ``partial`` run: keep what finished, generate only what is missing.
+
+    The requests the worker recorded as finished are kept with their events (from
+    the step files of the attempt they finished in); every other selected prompt is
+    generated again by a new engine that records into ``capture/resume-<n>/``. The
+    new part is reconciled exactly with the new engine's counters; the salvaged part
+    has only its step files (vLLM's counters died with the first engine), so
+    ``metrics.json`` is their sum and says which part came from where (docs/formats.md).
+    If the engine cannot start or dies again, the run stays ``partial`` with
+    everything recorded so far, and can be resumed again.
+    """
+    manifest = _resumable_manifest(run)
+    config = config_from_json(manifest["trace_config"], run)
+    prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
+    jobs = trace_jobs(config, prompts)
+    langs = {p.id: p.lang for p in prompts}
+    pairs = {p.id: p.pair for p in prompts}
+    # First make the directory an analysable partial run from what was recorded, so
+    # that whatever happens next (no vLLM here, an engine that fails) nothing is lost.
+    kept = _salvage(config, jobs, langs, pairs).finished_only()
+    missing = [job for job in jobs if job.rid not in kept.finished]
+    attempt = run / CAPTURE / f"{RESUME_PREFIX}{len(attempt_dirs(run))}"
+    writer = RunWriter.reopen(run)
+    result = None
+    new_events = EVENTS_SCHEMA.empty_table()
+    new_counters = SpecCounters()
+    generated: list[GeneratedRequest] = []
+    if missing:
+        try:
+            vllm_version = installed_vllm()
+        except TokenlensError as exc:
+            raise TokenlensError(f"{exc}; {run} was salvaged and stays partial") from None
+        expected = manifest_for(config, prompts, vllm_version)["signature"]
+        if expected != manifest["signature"]:
+            raise TokenlensError(
+                f"cannot resume {run} (salvaged, it stays partial): its signature no longer "
+                "matches the prompt file and the installed versions "
+                f"({_first_difference(manifest['signature'], expected)})"
+            )
+        engine_config = replace(build_engine_config(config, progress), trace_dir=str(attempt))
+        progress.stage("check prompt lengths")
+        check_prompt_lengths(engine_config, missing, config.sampling.max_tokens)
+        engine = Engine(engine_config, log_path=run / "engine.log", progress=progress)
+        result = _generate(
+            engine,
+            config,
+            missing,
+            (jobs, langs, pairs),
+            f"the run stays partial at {run} (resume it again once the engine runs)",
+            progress,
+        )
+        new_events = build_capture(attempt).table()
+        new_counters = result.counters
+        generated = list(result.requests)
+    problems = reconcile(new_events, new_counters)
+    requests = sorted([*kept.requests, *generated], key=lambda r: _order(r.prompt_id, jobs))
+    writer.write_requests(requests_table(requests, langs, pairs))
+    write_events(run, pa.concat_tables([kept.events, new_events]))
+    total = kept.counters + new_counters
+    write_json_atomic(
+        run / METRICS,
+        {
+            **total.to_json(),
+            "source": "vllm (resumed part) + events (salvaged part)",
+            "parts": [
+                {
+                    "source": "events (salvaged from step files: vLLM's counters died)",
+                    "requests": sorted(kept.finished),
+                    **kept.counters.to_json(),
+                },
+                {
+                    "source": "vllm",
+                    "requests": [r.prompt_id for r in generated],
+                    **new_counters.to_json(),
+                },
+            ],
+        },
+    )
+    resumes = [*manifest.get("resumed", [])]
+    resumes.append(
+        {
+            "at": now_iso(),
+            "capture": str(attempt.relative_to(run)) if missing else None,
+            "salvaged_requests": len(kept.finished),
+            "generated_requests": len(generated),
+            "salvage_gaps": kept.gaps,
+        }
+    )
+    writer.complete(
+        resumed=resumes,
+        capture_gaps=kept.gaps,
+        timing={
+            "wall_seconds": result.wall_seconds if result is not None else None,
+            "output_tokens": sum(len(r.output_token_ids) for r in requests),
+            "note": "wall_seconds covers the resumed part only",
+        },
+        reconciliation={
+            "exact": not problems,
+            "differences": problems,
+            "scope": "requests generated by the resume, against that engine's counters; "
+            "salvaged requests are rebuilt from their step files and not reconciled "
+            "against vLLM's counters (they died with the engine)",
+        },
+        **({"num_preemptions": result.info.get("num_preemptions")} if result is not None else {}),
+    )
+    if problems:
+        raise TokenlensError(
+            f"events do not match vLLM's counters ({'; '.join(problems)}); run kept at {run}"
+        )
+    return run
+
+
+def _order(rid: str, jobs: list[PromptJob]) -> int:
+    for i, job in enumerate(jobs):
+        if job.rid == rid.split("#", 1)[0]:
+            return i
+    return len(jobs)
+
+
+def _resumable_manifest(run: Path) -> dict[str, Any]:
+    """The manifest of a run that ``--resume`` can continue, or a one-line reason why not."""
+    path = run / MANIFEST
+    if not path.is_file():
+        raise TokenlensError(f"cannot resume {run}: not a run directory ({MANIFEST} is missing)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise TokenlensError(f"cannot resume {run}: unreadable {MANIFEST} ({exc})") from None
+    if not isinstance(manifest, dict) or "signature" not in manifest:
+        raise TokenlensError(f"cannot resume {run}: {MANIFEST} is not a tokenlens manifest")
+    if manifest.get("status") == "complete":
+        raise TokenlensError(f"{run} is complete: there is nothing to resume")
+    if manifest.get("server"):
+        raise TokenlensError(f"cannot resume {run}: runs against `vllm serve` are not resumable")
+    if "bench" in manifest:
+        raise TokenlensError(f"cannot resume {run}: it is a bench case (use `bench` to resume)")
+    if not isinstance(manifest.get("trace_config"), dict):
+        raise TokenlensError(
+            f"cannot resume {run}: it was written by a tokenlens without --resume "
+            "(no trace_config in its manifest); trace it again"
+        )
+    return manifest
+
+
+def _first_difference(old: str, new: str) -> str:
+    a, b = parse_signature(old), parse_signature(new)
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            return f"{key}: run {a.get(key)!r}, now {b.get(key)!r}"
+    return "signature differs"
 
 
 def installed_vllm() -> str:

@@ -152,10 +152,26 @@ def test_text_per_step_and_gap(golden: Golden) -> None:
 def test_reconciliation_and_verdicts_on_one_request(golden: Golden) -> None:
     s = golden[0]
     assert s["runs"][0]["reconciliation"]["matches"] is True
-    for h in s["hypotheses"].values():  # one request per language: cannot decide
-        assert h["verdict"] == "inconclusive"
-        assert "too little data" in h["evidence"]
+    for h in s["hypotheses"].values():  # one prompt per language: cannot decide
+        assert h["verdict"] == "insufficient_data"
+        assert "1 Japanese and 1 English prompts" in h["evidence"]
+        assert "at least 30 per language" in h["evidence"]
+    assert s["prompts"] == {"ja": 1, "en": 1}
     assert "bootstrap:50,seed0" in s["signature"] and "dict:unidic" in s["signature"]
+
+
+def test_speed_model_reads_the_judged_rate_and_vllm_positions(golden: Golden) -> None:
+    speed = golden[0]["runs"][0]["speed"]
+    ja = speed["by_lang"]["ja"]
+    # i.i.d. MLE = judged rate 3/6; tokens/step at k=3 = (1 - a^4) / (1 - a) = 1.875.
+    assert ja["iid_rate"] == pytest.approx(0.5)
+    assert ja["iid_tokens_per_step"] == pytest.approx(1.875)
+    # Measured: 1 + accepted / drafts = 1 + 3/3; per-position curve 2/3, 1/3, 0 -> 2.0.
+    assert ja["measured_tokens_per_step"] == pytest.approx(2.0)
+    assert ja["predicted_tokens_per_step"] == pytest.approx(2.0)
+    # No bench and no --draft-cost: the cost is assumed, so no k is recommended.
+    assert speed["draft_cost_measured"] is False
+    assert ja["recommended_k"] is None and "assumed" in ja["no_recommendation"]
 
 
 def test_tokens_table_rows(golden: Golden) -> None:

@@ -27,7 +27,7 @@ def test_curve_extrapolates_with_the_last_conditional_rate() -> None:
 
 
 def test_model_uses_measured_positions_and_cost() -> None:
-    m = speed_model([0.8, 0.4, 0.2], overall_rate=0.6, traced_k=3, cost=0.1)
+    m = speed_model([0.8, 0.4, 0.2], iid_rate=0.6, traced_k=3, cost=0.1)
     rows = {r["k"]: r for r in m["per_k"]}
     assert rows[1]["tokens_per_step"] == pytest.approx(1.8)
     assert rows[3]["tokens_per_step"] == pytest.approx(2.4)
@@ -47,3 +47,11 @@ def test_fit_draft_cost_recovers_c() -> None:
     assert fit_draft_cost(points) == pytest.approx(0.25)
     with pytest.raises(TokenlensError):
         fit_draft_cost([BenchPoint(0, 1.0, 10.0, 10.0)])
+
+
+def test_an_assumed_cost_recommends_no_k() -> None:
+    # n-gram's default cost 0 would make the largest k "best": an assumption is no advice.
+    m = speed_model([0.5, 0.3, 0.2], iid_rate=0.5, traced_k=3, cost=0.0, cost_measured=False)
+    assert m["recommended_k"] is None and m["recommended_speedup"] is None
+    assert "--bench" in m["no_recommendation"]
+    assert m["per_k"][2]["speedup"] == pytest.approx(2.0)  # the curve is still given

@@ -68,7 +68,10 @@ def test_results_structure(bench: BenchResult) -> None:
             assert row["speedup_tok_s"] == 1.0
     md = bench.results_md.read_text(encoding="utf-8")
     assert "JA tok/s" in md and "EN tok/s" in md and "chars/s" in md
-    assert bench.report.is_file() and bench.report.stat().st_size > 10_000
+    for row in rows:  # every case's median throughput is in the table of its language
+        assert f" {row['tok_s']:.1f}" in md
+    # The plan the bench ran is kept beside its results, byte for byte.
+    assert (bench.out / "plan.toml").read_bytes() == (bench.out.parent / "plan.toml").read_bytes()
 
 
 def test_acceptance_equals_counter_differences(bench: BenchResult) -> None:
@@ -103,8 +106,15 @@ def test_bench_run_directories_are_analysable(bench: BenchResult, tmp_path: Path
         bench.out / "runs" / f"coder-1.5b.draft-k3.demo.all.{lang}" for lang in ("ja", "en")
     )
     result = run_analyze(AnalyzeConfig(runs=runs, out=tmp_path / "analysis", n_boot=50))
-    drafts = sum(read_run(r).metrics.num_drafts for r in runs)
-    assert drafts > 0 and result.summary_path.is_file()
+    # The analysis of a bench case's run directory counts what vLLM counted there.
+    for lang, run in zip(("ja", "en"), runs, strict=True):
+        counters = read_run(run).metrics
+        acceptance = result.summary["acceptance"][lang]
+        assert counters.num_draft_tokens > 0
+        assert acceptance["n"] == counters.num_draft_tokens
+        assert acceptance["rate"] == pytest.approx(
+            counters.num_accepted_tokens / counters.num_draft_tokens
+        )
 
 
 def test_resume_runs_only_unfinished_cases(bench: BenchResult, tmp_path: Path) -> None:
@@ -113,9 +123,8 @@ def test_resume_runs_only_unfinished_cases(bench: BenchResult, tmp_path: Path) -
     last = out / "runs" / "coder-1.5b.draft-k3.demo.all.en"
     (last / CASE_JSON).unlink()  # as if interrupted during the last case
     kept = {p: p.stat().st_mtime_ns for p in (out / "runs").glob(f"*/{CASE_JSON}")}
-    plan = out / "plan.toml"
     result = run_bench(BenchConfig(plan=bench.out / "plan.toml", out=out))
-    assert plan.is_file() and result.resumed == 5
+    assert result.resumed == 5
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # finished cases untouched
     assert (last / CASE_JSON).is_file()
     rows = read_results(result.results_csv)

@@ -6,53 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, write_prompts
+from tests.support import PLAN, REPO, write_plan
 from tokenlens.bench.check import validated_plan
 from tokenlens.bench.plan import load_plan
 from tokenlens.bench.vllm_check import check_plan, vllm_vocabulary
 from tokenlens.errors import TokenlensError
 
-BASE = """
-[bench]
-warmup = 1
-repeats = 2
-
-[[model]]
-name = "m"
-path = "some/model"
-
-[[method]]
-name = "baseline"
-method = "none"
-
-[[method]]
-name = "ng"
-method = "ngram"
-k = [1, 3]
-
-[[corpus]]
-name = "c"
-path = "prompts.jsonl"
-"""
-
-
-def _plan(tmp_path: Path, text: str) -> Path:
-    write_prompts(
-        tmp_path / "prompts.jsonl",
-        [
-            {"id": "a-ja", "lang": "ja", "text": "こんにちは", "tags": {"length": "medium"}},
-            {"id": "a-en", "lang": "en", "text": "hello", "tags": {"length": "medium"}},
-            {"id": "b-ja", "lang": "ja", "text": "さようなら", "tags": {"length": "long"}},
-            {"id": "b-en", "lang": "en", "text": "goodbye", "tags": {"length": "long"}},
-        ],
-    )
-    path = tmp_path / "plan.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
 
 def test_cases_expand_in_engine_order(tmp_path: Path) -> None:
-    plan = load_plan(_plan(tmp_path, BASE))
+    plan = load_plan(write_plan(tmp_path, PLAN))
     assert [c.case_id for c in plan.cases] == [
         "m/baseline/c/all/ja",
         "m/baseline/c/all/en",
@@ -68,12 +30,12 @@ def test_cases_expand_in_engine_order(tmp_path: Path) -> None:
 
 
 def test_lengths_limit_and_k_selection(tmp_path: Path) -> None:
-    text = BASE.replace('path = "some/model"', 'path = "some/model"\nmethods = ["ng:3"]')
+    text = PLAN.replace('path = "some/model"', 'path = "some/model"\nmethods = ["ng:3"]')
     text = text.replace(
         'path = "prompts.jsonl"',
         'path = "prompts.jsonl"\nlengths = ["long", "medium"]\nlimit = 1\nlangs = ["en"]',
     )
-    plan = load_plan(_plan(tmp_path, text))
+    plan = load_plan(write_plan(tmp_path, text))
     assert [c.case_id for c in plan.cases] == ["m/ng-k3/c/medium/en", "m/ng-k3/c/long/en"]
     assert [[p.id for p in c.prompts] for c in plan.cases] == [["a-en"], ["b-en"]]
 
@@ -115,8 +77,8 @@ def test_lengths_limit_and_k_selection(tmp_path: Path) -> None:
 def test_bad_plans_give_one_line_naming_the_key(
     tmp_path: Path, old: str, new: str, message: str
 ) -> None:
-    assert old in BASE
-    path = _plan(tmp_path, BASE.replace(old, new, 1))
+    assert old in PLAN
+    path = write_plan(tmp_path, PLAN.replace(old, new, 1))
     with pytest.raises(TokenlensError) as info:
         load_plan(path)
     text = str(info.value)
@@ -130,11 +92,16 @@ def test_not_toml(tmp_path: Path) -> None:
         load_plan(path)
 
 
+# The tests below import vLLM (its config definitions; no engine): marked like every
+# test that needs vLLM installed, so `-m "not vllm"` runs without it.
+
+
 @pytest.fixture(scope="module")
 def vocab():  # type: ignore[no-untyped-def]
     return vllm_vocabulary()
 
 
+@pytest.mark.vllm
 def test_vllm_vocabulary_is_read_from_vllm(vocab) -> None:  # type: ignore[no-untyped-def]
     # The names the original study needs, as the pinned vLLM defines them.
     assert {"mtp", "dflash", "draft_model", "ngram", "eagle3", "suffix"} <= vocab.methods
@@ -143,6 +110,7 @@ def test_vllm_vocabulary_is_read_from_vllm(vocab) -> None:  # type: ignore[no-un
     assert "fp8" in vocab.quantizations and "dummy" in vocab.load_formats
 
 
+@pytest.mark.vllm
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
@@ -157,17 +125,19 @@ def test_vllm_vocabulary_is_read_from_vllm(vocab) -> None:  # type: ignore[no-un
 def test_vllm_check_names_the_bad_key(  # type: ignore[no-untyped-def]
     tmp_path: Path, vocab, old: str, new: str, message: str
 ) -> None:
-    plan = load_plan(_plan(tmp_path, BASE.replace(old, new, 1)))
+    plan = load_plan(write_plan(tmp_path, PLAN.replace(old, new, 1)))
     problems = check_plan(plan, vocab)
     assert len(problems) == 1 and message in problems[0]
 
 
+@pytest.mark.vllm
 @pytest.mark.parametrize("name", ["demo-cpu.toml", "qwen35-rtx4070.toml"])
 def test_shipped_plans_pass_vllm_check(name: str) -> None:
     plan = validated_plan(REPO / "plans" / name)
     assert plan.cases
 
 
+@pytest.mark.vllm
 def test_qwen35_plan_is_the_original_series() -> None:
     plan = validated_plan(REPO / "plans" / "qwen35-rtx4070.toml")
     combos = {(c.model.name, c.method.method, c.k) for c in plan.cases}

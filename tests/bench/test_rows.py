@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.test_plan import BASE, _plan
+from tests.support import write_plan
 from tokenlens.bench.plan import load_plan
 from tokenlens.bench.results import read_results, write_results
 from tokenlens.bench.run import Repeat, case_row, with_speedups
@@ -18,7 +18,7 @@ def _repeat(wall: float, tokens: int, chars: int, counters: SpecCounters) -> Rep
 
 
 def test_case_row_medians_spread_and_counters(tmp_path: Path) -> None:
-    plan = load_plan(_plan(tmp_path, BASE))
+    plan = load_plan(write_plan(tmp_path))
     case = plan.cases[4]  # m/ng-k3/c/all/ja
     c = SpecCounters(10, 30, 12, (6, 4, 2))
     repeats = [_repeat(4.0, 40, 60, c), _repeat(5.0, 40, 60, c), _repeat(2.0, 40, 60, c)]
@@ -39,7 +39,7 @@ def test_case_row_medians_spread_and_counters(tmp_path: Path) -> None:
 
 
 def test_baseline_row_has_no_acceptance(tmp_path: Path) -> None:
-    plan = load_plan(_plan(tmp_path, BASE))
+    plan = load_plan(write_plan(tmp_path))
     row = case_row(plan.cases[0], plan, [_repeat(2.0, 10, 20, SpecCounters())], "r", "s", None)
     assert row["k"] == 0 and row["num_drafts"] == 0
     assert row["acceptance_rate"] is None and row["acceptance_per_position"] is None
@@ -47,7 +47,7 @@ def test_baseline_row_has_no_acceptance(tmp_path: Path) -> None:
 
 
 def test_speedups_match_baseline_of_same_language(tmp_path: Path) -> None:
-    plan = load_plan(_plan(tmp_path, BASE))
+    plan = load_plan(write_plan(tmp_path))
     rows = [
         case_row(plan.cases[i], plan, [_repeat(wall, 10, 20, SpecCounters())], "r", "s", None)
         for i, wall in [(0, 2.0), (1, 1.0), (4, 1.0), (5, 0.5)]

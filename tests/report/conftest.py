@@ -11,28 +11,35 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import PAYLOADS
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis.simulate import scenario, simulate
-
-# Each string attacks one place text enters the page; U+2028/U+2029 end lines in
-# older JavaScript parsers, "<!--" changes the HTML parser's state inside <script>.
-PAYLOADS = (
-    "<script>document.title='PWNED'</script>",
-    "</script><script>window.__pwned=1</script>",
-    '"><img src=x onerror="window.__pwned=2">',
-    "</textarea><b id=pwn>bold</b>",
-    "line\u2028sep\u2029end",
-    "<!--<script>window.__pwned=3</script>",
-)
+from tokenlens.report import write_analyze_report
 
 
 @pytest.fixture(scope="session")
 def analysis(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An analysis of a trained drafter and an n-gram run, 10 requests per language."""
+    """An analysis of a trained drafter and an n-gram run, 30 prompts per language (enough
+    for every part of the confidence split to be estimable)."""
     root = tmp_path_factory.mktemp("sim")
-    sc = scenario(True, True, requests=10, steps=12, k=3)
+    sc = scenario(True, True, requests=30, steps=20, k=3)
     runs = tuple(
         simulate(sc, method, seed=i).write(root / method)
+        for i, method in enumerate(("draft_model", "ngram"))
+    )
+    run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
+    write_analyze_report(root / "ana")
+    return root / "ana"
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smoke-sized analysis (5 prompts per language): every verdict insufficient_data,
+    and splits too thin to estimate."""
+    root = tmp_path_factory.mktemp("small")
+    sc = scenario(True, True, requests=5, steps=8, k=3)
+    runs = tuple(
+        simulate(sc, method, seed=10 + i).write(root / method)
         for i, method in enumerate(("draft_model", "ngram"))
     )
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))

@@ -1,20 +1,28 @@
 """The bench report: chart specs through their JSON (data values and encodings), the
 page (self-contained, tables, signatures, exported charts) and escaping of names that
-come from a plan file. Data: the synthetic bench of tests/bench/test_tables.py."""
+come from a plan file. Data: the synthetic bench of tests/support.py (its results.md is
+golden-tested in tests/bench/test_tables.py)."""
 
 from __future__ import annotations
 
 import json
 import re
-from html import escape, unescape
+from html import unescape
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.bench.test_tables import BENCH, roundtrip, synthetic_rows
-from tests.report.conftest import PAYLOADS
-from tokenlens.bench.results import Row, write_results
+from tests.support import (
+    BENCH,
+    PAYLOADS,
+    parse_page,
+    poisoned_bench,
+    roundtrip,
+    synthetic_rows,
+    write_bench,
+)
+from tokenlens.bench.results import Row
 from tokenlens.bench.tables import group_label, results_markdown
 from tokenlens.errors import TokenlensError
 from tokenlens.report import write_bench_report
@@ -25,32 +33,6 @@ from tokenlens.report.html import vega_bundle
 SPECS = re.compile(r'<script type="application/json" id="tl-specs">(.*?)</script>', re.S)
 WIKI_LABEL = "qwen3-0.6b (bfloat16) · corpus wiki · length short"
 NEWS_LABEL = "qwen3-0.6b (float16, awq) · corpus news · length long"
-
-
-def write_bench(root: Path, rows: list[Row], bench: dict[str, Any] | None = BENCH) -> Path:
-    """A bench directory as ``tokenlens bench`` leaves it (results.csv, bench.json)."""
-    root.mkdir(parents=True, exist_ok=True)
-    write_results(root / "results.csv", rows)
-    if bench is not None:
-        (root / "bench.json").write_text(json.dumps(bench, ensure_ascii=False), "utf-8")
-    return root
-
-
-def poisoned_bench(root: Path) -> Path:
-    """The synthetic bench with attack strings wherever a plan puts text: the n-gram
-    method's label, the wiki corpus name, a model and a draft model name, the plan's
-    name and description, and the bench signature."""
-    rows = synthetic_rows()
-    for row in rows:
-        if row["method_label"] == "ngram":
-            row["method_label"] = PAYLOADS[1]
-            row["draft_model"] = PAYLOADS[5]
-        if row["corpus"] == "wiki":
-            row["corpus"] = PAYLOADS[2]
-        else:
-            row["model"] = PAYLOADS[3]
-    plan = {"name": PAYLOADS[0], "description": " ".join(PAYLOADS)}
-    return write_bench(root, rows, dict(BENCH, plan=plan, signature=PAYLOADS[4]))
 
 
 def unit_specs(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -193,9 +175,9 @@ def test_page_is_self_contained_with_specs_tables_and_signatures(
     pre = html[html.index('<pre id="results-md"') :]
     pre = pre[pre.index(">") + 1 : pre.index("</pre>")]
     assert unescape(pre) == results_markdown(rows, BENCH)
-    footer = html[html.index("<footer>") :]
-    assert escape(BENCH["signature"]) in footer
-    assert all(escape(r["signature"]) in footer for r in rows)
+    _, text = parse_page(html[html.index("<footer>") :])
+    assert BENCH["signature"] in text
+    assert all(r["signature"] in text for r in rows)
     assert "ja-en speed" in html and "11 of 12" in html
 
 
@@ -212,8 +194,10 @@ def test_plan_names_are_escaped_everywhere(tmp_path: Path) -> None:
     page = html.replace(vega_bundle(), "")  # the library's own code mentions <img
     assert "<img" not in page and "<b id=pwn" not in page and "</textarea>" not in page
     assert "<!--" not in page and "<script>document" not in page
+    tags, text = parse_page(page)
+    assert [t for t, _ in tags if t in ("img", "b", "textarea")] == []
     for payload in PAYLOADS:
-        assert escape(payload) in page  # shown, as text
+        assert payload in text  # shown, as text
     found = SPECS.search(html)
     assert found is not None and "\u2028" not in found[1]
     specs = json.loads(found[1])

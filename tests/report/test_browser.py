@@ -1,27 +1,46 @@
 """The reports in a real browser: headless Chromium opens them from file:// with the
-network cut off, driven over the DevTools pipe (tests/report/cdp.py).
+network cut off, driven by Selenium through Debian's ``chromium-driver``.
 
-Skipped when Debian's ``chromium`` is missing (scripts/install_chromium.sh installs
-it) unless TOKENLENS_REQUIRE_BROWSER=1, which turns the skip into a failure for CI.
-Screenshots go to test-artifacts/report/ (gitignored).
+Skipped when Debian's ``chromium`` or ``chromium-driver`` is missing
+(scripts/install_chromium.sh installs both) unless TOKENLENS_REQUIRE_BROWSER=1, which
+turns the skip into a failure for CI. Screenshots go to test-artifacts/report/
+(gitignored).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.bench.test_tables import synthetic_rows
-from tests.report.cdp import Browser, chromium_path
-from tests.report.conftest import PAYLOADS
-from tests.report.test_bench_report import poisoned_bench, write_bench
-from tests.support import REPO
+from tests.support import PAYLOADS, REPO, poisoned_bench, synthetic_rows, write_bench
 from tokenlens.report import write_analyze_report, write_bench_report
 from tokenlens.report.bench import CHART_IDS
+
+# Headless, no GPU, and nothing that talks to the network on its own; the proxy and
+# resolver rules make any fetch the page would try fail instead of leaving the box.
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--proxy-server=127.0.0.1:9",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--hide-scrollbars",
+    "--window-size=1280,900",
+)
 
 ARTIFACTS = REPO / "test-artifacts" / "report"
 ALL_DONE = "[...document.querySelectorAll('.chart')].every(e => e.dataset.rendered)"
@@ -53,32 +72,108 @@ BENCH_STATE = """JSON.stringify({
   scripts: document.scripts.length})"""
 
 
+def _executables() -> tuple[str, str] | None:
+    """(chromium, chromedriver) from Debian's packages, or None."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    exe = chromium_path()
-    if exe is None:
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """A fresh headless Chromium per test, its console and network logs recorded."""
+    found = _executables()
+    if found is None:
         if os.environ.get("TOKENLENS_REQUIRE_BROWSER") == "1":
-            pytest.fail("chromium not installed: run scripts/install_chromium.sh")
-        pytest.skip("chromium not installed (scripts/install_chromium.sh)")
-    b = Browser(exe, tmp_path / "profile")  # a fresh profile for every test
-    yield b
-    b.close()
+            pytest.fail("chromium or chromium-driver missing: run scripts/install_chromium.sh")
+        pytest.skip("chromium or chromium-driver missing (scripts/install_chromium.sh)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(flag)
+    # "browser": console messages, uncaught exceptions, CSP violations, failed loads;
+    # "performance": DevTools events, of which we read the requests the page made.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    # An explicit driver, so Selenium Manager (which would go online) is never asked.
+    driver = webdriver.Chrome(options=options, service=Service(found[1]))
+    driver.get("about:blank")  # then forget what the browser's own start page did
+    for log in ("browser", "performance"):
+        driver.get_log(log)
+    yield driver
+    driver.quit()
 
 
-def _open(browser: Browser, report: Path, shot: str, expression: str = STATE) -> dict[str, Any]:
-    import json
+def problems(driver: Any) -> list[str]:
+    """Console errors, uncaught exceptions, CSP violations, failed loads (every SEVERE
+    entry of the browser log) and any request that is not a local file."""
+    found = [
+        f"{entry['source']}: {entry['message']}"
+        for entry in driver.get_log("browser")
+        if entry["level"] == "SEVERE"
+    ]
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            url = str(message["params"]["request"]["url"])
+            if not url.startswith(("file:", "data:", "blob:", "about:")):
+                found.append(f"network request: {url}")
+    return found
 
-    browser.open(report.resolve().as_uri(), ALL_DONE)
+
+def screenshot(driver: Any, path: Path) -> None:
+    """A PNG of the whole page (not just the window)."""
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def _open(driver: Any, report: Path, shot: str, expression: str = STATE) -> dict[str, Any]:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(report.resolve().as_uri())
+    WebDriverWait(driver, 90, poll_frequency=0.25).until(
+        lambda d: d.execute_script(f"return {ALL_DONE}")
+    )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser.screenshot(ARTIFACTS / shot)
-    state: dict[str, Any] = json.loads(browser.evaluate(expression))
+    screenshot(driver, ARTIFACTS / shot)
+    state: dict[str, Any] = json.loads(driver.execute_script(f"return {expression}"))
     return state
 
 
-def test_analyze_report_renders_offline(browser: Browser, analysis: Path, tmp_path: Path) -> None:
+def test_a_broken_page_is_reported(browser: Any, tmp_path: Path) -> None:
+    """The checks below can fail: an inline script the policy blocks, an uncaught
+    exception and a remote image each show up in :func:`problems`."""
+    page = tmp_path / "broken.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; script-src 'unsafe-eval'\"></head><body>"
+        "<script>document.title = 'ran'</script>"
+        '<img src="http://tokenlens.invalid/x.png"></body></html>',
+        "utf-8",
+    )
+    browser.get(page.as_uri())
+    found = problems(browser)
+    assert browser.title != "ran"
+    assert any("Content Security Policy" in p for p in found), found
+    assert any(p == "network request: http://tokenlens.invalid/x.png" for p in found), found
+    browser.execute_script("setTimeout(() => { throw new Error('tokenlens-boom') })")
+    browser.execute_script("return 1")  # let the timer fire
+    import time
+
+    time.sleep(0.5)
+    assert any("tokenlens-boom" in p for p in problems(browser))
+
+
+def test_analyze_report_renders_offline(browser: Any, analysis: Path, tmp_path: Path) -> None:
     report = write_analyze_report(analysis, tmp_path / "report.html")
     state = _open(browser, report, "analyze.png")
-    assert browser.problems() == []
+    assert problems(browser) == []
     assert len(state["charts"]) >= 10
     for chart in state["charts"]:
         assert chart["rendered"] == "true", chart["id"]
@@ -87,10 +182,10 @@ def test_analyze_report_renders_offline(browser: Browser, analysis: Path, tmp_pa
     assert (ARTIFACTS / "analyze.png").stat().st_size > 10_000
 
 
-def test_injected_outputs_show_as_text_and_run_nothing(browser: Browser, poisoned: Path) -> None:
+def test_injected_outputs_show_as_text_and_run_nothing(browser: Any, poisoned: Path) -> None:
     report = write_analyze_report(poisoned)
     state = _open(browser, report, "injection.png")
-    assert browser.problems() == []  # a blocked inline script would be a CSP error here
+    assert problems(browser) == []  # a blocked inline script would be a CSP error here
     assert state["pwned"] is None and state["title"] == "tokenlens analysis"
     assert state["injected"] == 0 and state["scripts"] == 3
     for payload in PAYLOADS:
@@ -99,11 +194,11 @@ def test_injected_outputs_show_as_text_and_run_nothing(browser: Browser, poisone
     assert all(chart["rendered"] == "true" for chart in state["charts"])
 
 
-def test_bench_report_renders_offline(browser: Browser, tmp_path: Path) -> None:
+def test_bench_report_renders_offline(browser: Any, tmp_path: Path) -> None:
     rows = synthetic_rows()
     report = write_bench_report(write_bench(tmp_path / "bench", rows))
     state = _open(browser, report, "bench.png", BENCH_STATE)
-    assert browser.problems() == []
+    assert problems(browser) == []
     assert [chart["id"] for chart in state["charts"]] == [f"chart-{c}" for c in CHART_IDS]
     for chart in state["charts"]:
         assert chart["rendered"] == "true", chart["id"]
@@ -114,10 +209,10 @@ def test_bench_report_renders_offline(browser: Browser, tmp_path: Path) -> None:
     assert (ARTIFACTS / "bench.png").stat().st_size > 10_000
 
 
-def test_bench_plan_names_show_as_text_and_run_nothing(browser: Browser, tmp_path: Path) -> None:
+def test_bench_plan_names_show_as_text_and_run_nothing(browser: Any, tmp_path: Path) -> None:
     report = write_bench_report(poisoned_bench(tmp_path / "bench"))
     state = _open(browser, report, "bench-injection.png", BENCH_STATE)
-    assert browser.problems() == []  # a blocked inline script would be a CSP error here
+    assert problems(browser) == []  # a blocked inline script would be a CSP error here
     assert state["pwned"] is None and state["title"] == "tokenlens bench"
     assert state["injected"] == 0 and state["scripts"] == 3
     assert PAYLOADS[0] in state["heading"] and PAYLOADS[4] in state["footer"]

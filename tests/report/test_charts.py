@@ -67,18 +67,27 @@ def test_gap_rows_are_percentage_points(summary: dict[str, Any]) -> None:
     rows = charts.gap_rows(summary)
     judged = next(r for r in rows if r["part"] == "judged rows")
     assert judged["value"] == pytest.approx(100 * summary["gap"]["judged"]["value"])
-    conf = {r["part"]: r for r in rows if r["by"] == "conf_bucket"}
-    deco = summary["gap"]["decomposition"]["conf_bucket"]
+    conf = {r["part"]: r for r in rows if r["by"] == "confidence (trained)"}
+    deco = summary["families"]["trained"]["confidence"]
     assert conf["within"]["ci_low"] == pytest.approx(100 * deco["within"]["ci_low"])
-    assert conf["composition"]["value"] + conf["within"]["value"] == pytest.approx(
-        conf["gap"]["value"]
-    )
+    parts = ("composition", "within", "out_of_support")
+    assert sum(conf[p]["value"] for p in parts) == pytest.approx(conf["gap"]["value"])
+
+
+def test_not_estimable_parts_get_no_mark(summary: dict[str, Any]) -> None:
+    broken = json.loads(json.dumps(summary))
+    dec = broken["families"]["trained"]["confidence"]
+    dec["within"] = {"value": None, "ci_low": None, "ci_high": None, "not_estimable": "why"}
+    parts = {r["part"] for r in charts.gap_rows(broken) if r["by"] == "confidence (trained)"}
+    assert "within" not in parts and "composition" in parts  # never drawn as a zero
 
 
 def test_decomposition_rows_sum_to_the_parts(summary: dict[str, Any]) -> None:
-    rows = [r for r in charts.decomposition_rows(summary) if r["by"] == "script"]
-    deco = summary["gap"]["decomposition"]["script"]
-    for part in ("composition", "within"):
+    rows = [r for r in charts.decomposition_rows(summary) if r["by"] == "confidence (trained)"]
+    deco = summary["families"]["trained"]["confidence"]
+    for part in ("composition", "within", "out_of_support"):
+        if deco[part]["value"] is None or deco[part].get("no_interval"):
+            continue
         total = sum(r["value"] for r in rows if r["part"] == part)
         assert total == pytest.approx(100 * deco[part]["value"], abs=1e-6)
 

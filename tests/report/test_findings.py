@@ -1,11 +1,11 @@
 """FINDINGS.md against the summaries it is built from.
 
-Two summaries: ``data/demo_summary.json``, the real output of ``tokenlens demo
---size medium`` (embedded pair on vLLM CPU, 3 prompts per language: verdicts
-inconclusive, Japanese ahead), and the simulated analysis of conftest.py (planted
-H1, no H2: supported / not supported). The bench rows are the synthetic bench of
-tests/bench/test_tables.py. Every expected number is formatted here with its own
-format string, not with the module's helpers, so a wrong value or format shows.
+Two summaries, both regenerated from code every run (conftest.py): ``small``, a
+smoke-sized study of 5 prompts per language (every verdict insufficient_data, splits
+too thin to estimate), and ``simulated``, 30 prompts per language with H1 and H2
+planted. The bench rows are the synthetic bench of tests/support.py. Every expected
+number is formatted here with its own format string, not with the module's helpers,
+so a wrong value or format shows.
 """
 
 from __future__ import annotations
@@ -18,25 +18,18 @@ from typing import Any
 
 import pytest
 
-from tests.bench.test_tables import BENCH, roundtrip, synthetic_rows
-from tests.report.conftest import PAYLOADS
+from tests.support import BENCH, PAYLOADS, roundtrip, synthetic_rows
 from tokenlens.bench.results import Row, write_results
 from tokenlens.report.findings import findings_markdown, write_findings
 
-DATA = Path(__file__).parent / "data"
 VERDICT = {
     "supported": "supported",
     "not_supported": "not supported",
+    "no_japanese_deficit": "no Japanese deficit",
     "inconclusive": "inconclusive",
+    "insufficient_data": "insufficient data",
 }
-DECOMPOSITIONS = ("conf_bucket", "script", "boundary", "particle_type", "rank_bucket")
-BREAKDOWN = {
-    "conf_bucket": "by_confidence",
-    "script": "by_script",
-    "boundary": "by_boundary",
-    "particle_type": "by_particle",
-    "rank_bucket": "by_bpe_rank",
-}
+READING = {"yes": "→ yes:", "no": "→ no:", "unsure": "→ unsure:", "n/a": "→ no reading:"}
 
 
 def rate(stat: dict[str, Any]) -> str:
@@ -73,13 +66,10 @@ def table(text: str) -> list[list[str]]:
     return [rows[0], *rows[2:]]
 
 
-def contribution(cls: dict[str, Any]) -> float:
-    return float(cls["composition"]["value"] + cls["within"]["value"])
-
-
 @pytest.fixture(scope="module")
-def demo() -> dict[str, Any]:
-    summary: dict[str, Any] = json.loads((DATA / "demo_summary.json").read_text("utf-8"))
+def demo(small: Path) -> dict[str, Any]:
+    """The smoke-sized summary (named for the role the committed demo plays)."""
+    summary: dict[str, Any] = json.loads((small / "summary.json").read_text("utf-8"))
     return summary
 
 
@@ -94,129 +84,117 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> list[Row]:
     return roundtrip(synthetic_rows(), tmp_path_factory.mktemp("csv"))
 
 
-def test_acceptance_and_gap_numbers_are_the_summarys(demo: dict[str, Any]) -> None:
-    text = findings_markdown(demo)
+def test_acceptance_and_gap_numbers_are_the_summarys(simulated: dict[str, Any]) -> None:
+    text = findings_markdown(simulated)
     acceptance = table(section(text, "## Acceptance per language"))
     assert acceptance[0][:2] == ["language", "acceptance"]
     by_lang = {row[0]: row for row in acceptance[1:]}
     for lang, name in (("ja", "Japanese"), ("en", "English")):
         row = by_lang[name]
-        assert row[1] == rate(demo["acceptance"][lang])
-        assert row[2] == str(demo["acceptance"][lang]["n"])
-        assert row[4] == rate(demo["acceptance_judged"][lang])
-        chars = demo["text_per_step"][lang]["accepted_chars"]
+        assert row[1] == rate(simulated["acceptance"][lang])
+        assert row[2] == str(simulated["acceptance"][lang]["n"])
+        assert row[4] == rate(simulated["acceptance_judged"][lang])
+        chars = simulated["text_per_step"][lang]["accepted_chars"]
         assert row[7] == f"{chars['value']:.2f} [{chars['ci_low']:.2f}, {chars['ci_high']:.2f}]"
     gap = section(text, "## The Japanese − English gap")
-    assert f"All draft tokens: {pp(demo['gap']['overall'])}" in gap
-    assert f"Judged positions: {pp(demo['gap']['judged'])}" in gap
-    assert pct(demo["gap"]["relative_judged"]) in gap
-    parts = {row[0]: row for row in table(section(text, "### Composition and within-class parts"))}
-    assert len(parts) == 1 + len(DECOMPOSITIONS)
-    for column in DECOMPOSITIONS:
-        dec = demo["gap"]["decomposition"][column]
-        matching = [r for r in parts.values() if r[2] == pp(dec["gap"])]
-        row = next(r for r in matching if r[3] == pp(dec["composition"]))
-        assert row[4] == pp(dec["within"])
-        assert row[5] == f"{100 * dec['unshared_share_ja']:.0f}%"
+    assert f"All draft tokens (trained drafters): {pp(simulated['gap']['overall'])}" in gap
+    assert f"Judged positions (trained drafters): {pp(simulated['gap']['judged'])}" in gap
+    assert pct(simulated["gap"]["relative_judged"]) in gap
+    assert f"(H2's effect): {pp(simulated['h2_contrast']['difference'])}" in gap
+    split = {row[0]: row for row in table(gap)[1:]}
+    for family, label in (("trained", "trained drafters"), ("training_free", "training-free")):
+        dec = simulated["families"][family]["confidence"]
+        row = next(r for key, r in split.items() if key.startswith("target") and label in key)
+        assert row[2] == pp(dec["gap"])
+        assert row[3] == pp(dec["composition"]) and row[4] == pp(dec["within"])
+        out = dec["out_of_support"]
+        assert row[5] == (pp(out) if out["ci_low"] is not None else f"{100 * out['value']:+.1f} pp")
+        assert row[6] == f"{100 * (1 - dec['support']['share_ja']):.1f}%"
 
 
-def test_sparse_rates_are_marked(demo: dict[str, Any]) -> None:
-    few = copy.deepcopy(demo)
+def test_sparse_rates_are_marked(simulated: dict[str, Any]) -> None:
+    few = copy.deepcopy(simulated)
     few["acceptance"]["en"]["sparse"] = True  # as with fewer than min_count draft tokens
     by_lang = {
         row[0]: row for row in table(section(findings_markdown(few), "## Acceptance per language"))
     }
-    assert by_lang["English"][1] == rate(demo["acceptance"]["en"]) + "*"
-    assert by_lang["Japanese"][1] == rate(demo["acceptance"]["ja"])  # not sparse: no mark
-    assert f"fewer than {demo['settings']['min_count']} rows (sparse)" in findings_markdown(few)
+    assert by_lang["English"][1] == rate(simulated["acceptance"]["en"]) + "*"
+    assert by_lang["Japanese"][1] == rate(simulated["acceptance"]["ja"])  # not sparse: no mark
+    assert f"fewer than {simulated['settings']['min_count']} rows (sparse)" in findings_markdown(
+        few
+    )
 
 
-def test_inconclusive_verdicts_keep_their_evidence(demo: dict[str, Any]) -> None:
+def test_small_study_is_insufficient_data_and_says_what_it_needs(demo: dict[str, Any]) -> None:
     text = findings_markdown(demo)
+    short = section(text, "## In short")
+    assert demo["prompts"] == {"ja": 5, "en": 5}
+    assert "- H1 (tokenization / text structure): **insufficient data**." in short
+    assert "- H2 (training data): **insufficient data**." in short
+    assert "This study has 5 prompts per language; the rules need 30" in short
+    for key in ("H1", "H2"):  # the measured power, where the small study could estimate it
+        needed = demo["hypotheses"][key]["power"].get("prompts_needed")
+        if needed:
+            assert f"{key} effect of 5.0 pp: ~{needed['0.05']}, 10.0 pp: ~{needed['0.1']}" in short
     for key, name in (("H1", "tokenization / text structure"), ("H2", "training data")):
         h = demo["hypotheses"][key]
-        assert h["verdict"] == "inconclusive"
-        block = section(text, f"### {key} ({name}): **inconclusive**")
+        block = section(text, f"### {key} ({name}): **insufficient data**")
         assert f"Evidence (summary.json): {h['evidence']}" in block
-        assert "Effect: not computed" in block
-    short = section(text, "## In short")
-    assert "- H1 (tokenization / text structure): **inconclusive**." in short
-    assert "- H2 (training data): **inconclusive**." in short
+        assert "Too little data for a verdict: 5 Japanese and 5 English prompts" in block
 
 
-def test_supported_and_not_supported_with_effects_and_checks(simulated: dict[str, Any]) -> None:
+def test_not_estimable_is_never_a_zero(demo: dict[str, Any]) -> None:
+    text = findings_markdown(demo)
+    assert "+0.0 pp [+0.0, +0.0]" not in text and "[+0.0, +0.0]" not in text
+    split = section(text, "## The Japanese − English gap")
+    notes = re.findall(r"^Not estimable: \((\d+)\) (.+)\.$", split, re.M)
+    assert notes  # 5 prompts fill too few confidence bins for some split
+    rows = table(split)[1:]
+    for number, note in notes:
+        label = note.split(":")[0]
+        row = next(r for r in rows if r[0] == label)
+        assert row[3:6] == [f"not estimable ({number})"] * 3
+    h2 = demo["hypotheses"]["H2"]
+    if h2["effect"] is None:
+        block = section(text, "### H2 (training data): **insufficient data**")
+        assert f"not estimable ({h2['not_estimable']})" in block
+        assert READING["n/a"] in block
+
+
+def test_verdicts_with_effects_checks_and_readings(simulated: dict[str, Any]) -> None:
     text = findings_markdown(simulated)
-    h1, h2 = simulated["hypotheses"]["H1"], simulated["hypotheses"]["H2"]
-    assert (h1["verdict"], h2["verdict"]) == ("supported", "not_supported")  # as planted
-    head1 = f"### H1 (tokenization / text structure): **{VERDICT[h1['verdict']]}**"
-    head2 = f"### H2 (training data): **{VERDICT[h2['verdict']]}**"
-    b1, b2 = section(text, head1), section(text, head2)
-    assert f"by {h1['basis']}): {pp(h1, 'effect')} → yes:" in b1
-    assert f"(n-gram) runs' gap: {pp(h1['ngram_gap'])} → yes:" in b1
-    assert f"equal target confidence): {pp(h2, 'effect')} → no:" in b2
-    contrast = h2["method_contrast"]
-    assert f"trained drafters {pct(contrast['relative_gap_trained'])}" in b2
-    assert f"n-gram {pct(contrast['relative_gap_training_free'])}" in b2
-    assert f"difference {pct(contrast['difference'])} → unsure:" in b2
-    for h, block in ((h1, b1), (h2, b2)):
+    for key, name in (("H1", "tokenization / text structure"), ("H2", "training data")):
+        h = simulated["hypotheses"][key]
+        block = section(text, f"### {key} ({name}): **{VERDICT[h['verdict']]}**")
+        assert f"{pp(h, 'effect')} {READING[h['reading']]}" in block
+        check = h["check"]
+        assert f"Check ({check['name']}): {pp(check)} {READING[check['reading']]}" in block
         assert f"Evidence (summary.json): {h['evidence']}" in block
-    settings = simulated["settings"]
-    rules = section(text, "## H1 and H2")
-    assert f"threshold δ = {100 * settings['delta']:.1f} pp" in rules
-    assert f"({100 * settings['delta_relative']:.0f}% for relative effects)" in rules
-    assert "docs/analysis.md" in rules
-
-
-@pytest.mark.parametrize("which", ["demo", "simulated"])
-def test_classes_with_largest_contribution_and_sparse_marks(
-    which: str, request: pytest.FixtureRequest
-) -> None:
-    summary: dict[str, Any] = request.getfixturevalue(which)
-    text = findings_markdown(summary)
-    min_count = summary["settings"]["min_count"]
-    marked = 0
-    for column in DECOMPOSITIONS:
-        dec = summary["gap"]["decomposition"][column]
-        title = next(
-            line
-            for line in text.splitlines()
-            if line.startswith("### Where it concentrates: by ") and column_label(column) in line
+        assert (
+            f"Power: with this data an effect must be about {-100 * h['power']['mde']:+.1f} pp"
+            in (block)
         )
-        rows = table(section(text, title))[1:]
-        expected = sorted(dec["classes"], key=lambda c: (-abs(contribution(c)), c["class"]))[:5]
-        assert [unescape(r[0]) for r in rows] == [c["class"] for c in expected]
-        counts = summary[BREAKDOWN[column]]
-        for row, cls in zip(rows, expected, strict=True):
-            assert row[1] == ("yes" if cls["shared"] else "no")
-            assert row[6] == pp(cls["composition"]) and row[7] == pp(cls["within"])
-            assert row[8] == f"{100 * contribution(cls):+.1f} pp"
-            total = 0
-            for lang, cell, rate_cell in (("ja", row[2], row[4]), ("en", row[3], row[5])):
-                stat = counts.get(lang, {}).get(cls["class"])
-                if stat is None:
-                    assert cell == "0" and rate_cell == "–"
-                    continue
-                total += stat["n"]
-                star = "*" if stat["n"] < min_count else ""
-                assert stat["sparse"] == bool(star)
-                share = f"{100 * cls[f'share_{lang}']:.0f}%"
-                assert cell == f"{stat['n']}{star} ({share})"
-                assert rate_cell == f"{cls[f'rate_{lang}']:.3f}{star}"
-                marked += bool(star)
-                if star:  # a class sparse in one language is not shared
-                    assert not cls["shared"]
-            assert total == cls["composition"]["n"]  # the counts are the decomposition's rows
-    assert marked > 0  # the fixtures do have sparse classes to mark
+        assert "Caveat: " in block and "The target's own confidence also reflects" in block
+    h1 = simulated["hypotheses"]["H1"]
+    assert h1["verdict"] == "supported"  # planted, and 30 prompts per language
+    rules = section(text, "## H1 and H2")
+    assert f"threshold δ = {100 * simulated['settings']['delta']:.1f} pp" in rules
+    assert "at least 30 prompts per language" in rules and "docs/analysis.md" in rules
 
 
-def column_label(column: str) -> str:
-    return {
-        "conf_bucket": "confidence",
-        "script": "script",
-        "boundary": "boundary",
-        "particle_type": "particle",
-        "rank_bucket": "BPE rank",
-    }[column]
+def test_exploratory_classes_in_the_summarys_order(simulated: dict[str, Any]) -> None:
+    text = findings_markdown(simulated)
+    explore = simulated["gap"]["explore"]
+    block = section(text, "## Where it concentrates (exploratory)")
+    assert f"of {explore['comparisons']} comparisons" in block and "Holm" in block
+    rows = table(block)[1:]
+    expected = explore["classes"][: len(rows)]
+    assert len(rows) == min(8, len(explore["classes"])) > 0
+    for row, cls in zip(rows, expected, strict=True):
+        assert unescape(row[1]) == cls["by"] and unescape(row[2]) == cls["class"]
+        assert row[3] == str(cls["rows_ja"]) and row[4] == str(cls["rows_en"])
+        assert row[7] == pp(cls["difference"])
+        assert row[8] == f"{cls['difference']['p_adjusted']:.3f}"
 
 
 def test_speed_from_bench_rows(demo: dict[str, Any], rows: list[Row]) -> None:
@@ -274,7 +252,9 @@ def test_without_bench_says_so(demo: dict[str, Any]) -> None:
     for row, (label, lang, m) in zip(model, expected, strict=True):
         assert row[:2] == [f"`{label}`", {"ja": "Japanese", "en": "English"}[lang]]
         assert row[3] == f"{m['measured_tokens_per_step']:.2f}"
-        assert row[6] == f"{m['recommended_speedup']:.2f}×"
+        # No bench and no --draft-cost: the cost is an assumption, so no best k.
+        assert m["recommended_k"] is None
+        assert row[5] == "none (c assumed)" and row[6] == "–"
 
 
 def test_scope_states_only_what_the_repo_knows(
@@ -282,7 +262,11 @@ def test_scope_states_only_what_the_repo_knows(
 ) -> None:
     from tokenlens.text import load_tokenizer
 
-    text = findings_markdown(demo)
+    embedded = copy.deepcopy(demo)  # as the demo's runs sign themselves
+    embedded["signature"] = embedded["signature"].replace(
+        "model:simulated", "model:qwen2.5-coder-1.5b-instruct@cc324af070c2"
+    )
+    text = findings_markdown(embedded)
     scope = section(
         text, "## What this can and cannot say about Qwen3.5 with MTP or D-Flash on a GPU"
     )
@@ -294,7 +278,7 @@ def test_scope_states_only_what_the_repo_knows(
     specials = int((qwen35.bpe_rank < 0).sum())
     assert f"{int((qwen35.bpe_rank >= 0).sum()):,} ranks + {specials} specials" in scope
     assert "no MTP head and no D-Flash drafter" in scope and "greedily" in scope
-    sampled = copy.deepcopy(demo)
+    sampled = copy.deepcopy(embedded)
     sampled["signature"] = sampled["signature"].replace("sampling:greedy", "sampling:t0.7")
     assert "The runs sample" in findings_markdown(sampled)
     other = section(
@@ -340,14 +324,7 @@ def strip_code_spans(text: str) -> str:
 
 def test_text_from_files_cannot_break_the_markdown(poisoned: Path) -> None:
     summary = json.loads((poisoned / "summary.json").read_text("utf-8"))
-    classes = summary["gap"]["decomposition"]["script"]["classes"]
-    biggest = max(classes, key=lambda c: abs(contribution(c)))
-    for lang in ("ja", "en"):  # keep the class's counts under its new name
-        if biggest["class"] in summary["by_script"].get(lang, {}):
-            summary["by_script"][lang][PAYLOADS[2] + "|x"] = summary["by_script"][lang].pop(
-                biggest["class"]
-            )
-    biggest["class"] = PAYLOADS[2] + "|x"
+    summary["gap"]["explore"]["classes"][0]["class"] = PAYLOADS[2] + "|x"
     summary["hypotheses"]["H2"]["evidence"] = "\n".join(PAYLOADS)
     bench_rows = synthetic_rows()
     for row in bench_rows:

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.conftest import PAYLOADS
+from tests.support import PAYLOADS, REPO, parse_page
 from tokenlens.errors import TokenlensError
 from tokenlens.report import write_analyze_report
 from tokenlens.report.charts import all_charts
-from tokenlens.report.escape import script_json
 from tokenlens.report.export import MAIN_CHARTS
-from tokenlens.report.html import vega_bundle
+from tokenlens.report.html import script_json, vega_bundle
 from tokenlens.report.tokenview import Token, hover, token_texts
 
 SPECS = re.compile(r'<script type="application/json" id="tl-specs">(.*?)</script>', re.S)
@@ -111,7 +110,44 @@ def test_poisoned_outputs_are_escaped_everywhere(poisoned: Path) -> None:
     html = html.replace(vega_bundle(), "")  # the library's own code mentions <img
     assert "<img" not in html and "<b id=pwn" not in html and "</textarea>" not in html
     assert "<!--" not in html
+    tags, text = parse_page(html)
+    assert [t for t, _ in tags if t in ("img", "b", "textarea")] == []
+    assert [t for t, _ in tags].count("script") == 3
+    view = text[text.index("Hover a token") :]
+    for payload in PAYLOADS:  # shown as text: in the token view and the evidence
+        assert payload in view and payload in text[: text.index("Hover a token")]
     specs = _specs(html)
     assert "\u2028" not in specs
     groups = [row["group"] for row in json.loads(specs)["by_pos"]["data"]["values"]]
     assert PAYLOADS[1] in groups  # survived the trip through the JSON intact
+
+
+def test_templates_ship_as_package_data() -> None:
+    """Every file of the templates folder matches a package-data pattern, so a wheel
+    carries it (a page would fail to render without its template)."""
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]["tokenlens.report"]
+    folder = REPO / "tokenlens" / "report" / "templates"
+    files = [p.relative_to(folder.parent).as_posix() for p in folder.iterdir()]
+    assert files and all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
+
+
+def test_runs_analysed_despite_problems_are_flagged_at_the_top(
+    analysis: Path, tmp_path: Path
+) -> None:
+    moved = tmp_path / "ana"
+    shutil.copytree(analysis, moved)
+    summary = json.loads((moved / "summary.json").read_text("utf-8"))
+    clean = write_analyze_report(moved, tmp_path / "clean.html").read_text("utf-8")
+    assert 'id="input-warnings"' not in clean
+    summary["inputs"] = {"warnings": ["run x is partial: analysed with --allow-partial"]}
+    summary["runs"][1]["replayed"] = True
+    (moved / "summary.json").write_text(json.dumps(summary), "utf-8")
+    html = write_analyze_report(moved, tmp_path / "flagged.html").read_text("utf-8")
+    banner = html[html.index('id="input-warnings"') : html.index("<h2>Hypotheses")]
+    assert "run x is partial: analysed with --allow-partial" in banner
+    assert html.index('id="input-warnings"') < html.index("<table")  # before every figure
+    assert "replayed (counts derived from the events)" in html

@@ -9,7 +9,6 @@ import pytest
 
 from tokenlens.errors import TokenlensError
 from tokenlens.text import classify_tokens, dictionary_identity, load_tokenizer, token_spans
-from tokenlens.text.tokenizers import _byte_decoder
 
 
 def test_special_tokens_are_units_of_their_own() -> None:
@@ -67,10 +66,36 @@ def test_dictionary_identity_names_unidic() -> None:
     assert "unidic-lite 1.0.8" in ident and "UniDic 2.1.2" in ident and "sha256:" in ident
 
 
+def _byte_level_alphabet() -> dict[int, str]:
+    """Byte -> character of the byte-level BPE alphabet, as Hugging Face's ``tokenizers``
+    maps it (an oracle independent of tokenlens): every byte that occurs in UTF-8 text
+    is read back from the ByteLevel pre-tokenizer, one sample character per lead byte;
+    the 13 bytes that never occur in UTF-8 (C0, C1, F5-FF) are printable Latin-1, which
+    GPT-2's table keeps as themselves, and the alphabet must still have them free."""
+    from tokenizers import pre_tokenizers
+
+    level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    samples = [chr(c) for c in range(0x800)]  # 1 and 2 bytes: every lead and continuation
+    # Three bytes: U+0800, U+1000, ..., U+F000 (lead bytes E0-EF; U+D000 is no surrogate).
+    samples += [chr(max(0x800, (lead - 0xE0) << 12)) for lead in range(0xE0, 0xF0)]
+    samples += [chr(c) for c in (0x10000, 0x40000, 0x80000, 0xC0000, 0x100000)]  # F0-F4
+    table: dict[int, str] = {}
+    for sample in samples:
+        ((mapped, _),) = level.pre_tokenize_str(sample)
+        table.update(zip(sample.encode("utf-8"), mapped, strict=True))
+    never_in_utf8 = [0xC0, 0xC1, *range(0xF5, 0x100)]
+    assert sorted(set(range(256)) - set(table)) == never_in_utf8
+    alphabet = set(pre_tokenizers.ByteLevel.alphabet())
+    assert set(table.values()) <= alphabet
+    table.update({b: chr(b) for b in never_in_utf8})
+    assert set(table.values()) == alphabet and len(set(table.values())) == 256
+    return table
+
+
 def _qwen_as_tokenizer_json(tmp_path: Path) -> Path:
-    """Qwen2.5's vocabulary written in the GPT-2 byte alphabet, as tokenizer.json has it."""
+    """Qwen2.5's vocabulary written in the byte-level alphabet, as tokenizer.json has it."""
     v = load_tokenizer("qwen2.5")
-    enc = {b: ch for ch, b in _byte_decoder().items()}
+    enc = _byte_level_alphabet()
     vocab = {
         "".join(enc[x] for x in tok): i
         for i, tok in enumerate(v.token_bytes)

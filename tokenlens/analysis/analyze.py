@@ -2,9 +2,10 @@
 
 :func:`run_analyze` reads each run, joins events with requests and text classes
 (:mod:`tokenlens.analysis.join`), and hands one frame to :func:`summarize`, which
-computes every figure with one seeded request-clustered bootstrap. ``summarize`` is
-also what the tests call on simulated frames, so the numbers they check are the ones
-users get.
+computes every figure with one seeded prompt-clustered bootstrap. ``summarize`` is
+also what the test bed calls on simulated frames, so the numbers it checks are the
+ones users get. The HTML report is written by the caller (the CLI or ``demo``) from
+these outputs: analysis never imports the presentation layer.
 """
 
 from __future__ import annotations
@@ -20,23 +21,34 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenlens import __version__
-from tokenlens.analysis.bootstrap import LEVEL, Resampler
-from tokenlens.analysis.breakdown import BREAKDOWNS, per_lang, rates, row_mask, text_per_step
-from tokenlens.analysis.gap import class_gaps, decompose, gap, has_pair, regression
+from tokenlens.analysis.bootstrap import DEFAULT_METHOD, LEVEL, METHODS, Resampler
+from tokenlens.analysis.breakdown import (
+    BREAKDOWNS,
+    by_position,
+    group_codes,
+    per_lang,
+    rates,
+    row_mask,
+    text_per_step,
+)
+from tokenlens.analysis.decompose import CONF_BINS, Support, decompose, has_pair
+from tokenlens.analysis.explore import class_differences
+from tokenlens.analysis.gap import gap, regression
+from tokenlens.analysis.inputs import validate_inputs
 from tokenlens.analysis.join import join_run
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
 from tokenlens.analysis.tables import write_tables
-from tokenlens.analysis.verdicts import Rules, decide
+from tokenlens.analysis.verdicts import FREE, TRAINED, Rules, compute_parts, decide, families
+from tokenlens.capture.reconcile import reconcile
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
-from tokenlens.report import write_analyze_report
 from tokenlens.rundir import read_run, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
 
 TOKENS = "tokens.parquet"
 SUMMARY = "summary.json"
 TABLES = "tables.md"
-DECOMPOSE_BY = ("conf_bucket", "script", "boundary", "particle_type", "rank_bucket")
+DESCRIBE_BY = ("script", "boundary", "particle_type", "rank_bucket")
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,14 @@ class AnalyzeConfig:
     draft_cost: float | None = None
     bench: Path | None = None
     regression: bool = True
+    min_prompts: int = 30
+    interval: str = DEFAULT_METHOD
+    support: Support = field(default_factory=Support)
+    # Input checks (tokenlens.analysis.inputs): analyse partial / unreconciled runs anyway,
+    # and write into an --out that holds files analyze did not write.
+    allow_partial: bool = False
+    allow_unreconciled: bool = False
+    overwrite: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,7 +80,6 @@ class AnalyzeResult:
     tokens_path: Path
     summary_path: Path
     tables_path: Path
-    report_path: Path
     summary: dict[str, Any] = field(repr=False)
 
 
@@ -75,31 +94,39 @@ class RunInfo:
     signature: str
     status: str
     metrics: dict[str, Any]
+    reconciliation: dict[str, Any] | None = None
+    replayed_from: str | None = None
 
 
 def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeResult:
-    """Analyse ``config.runs`` and write the three outputs under ``config.out``."""
+    """Analyse ``config.runs`` and write tokens.parquet, summary.json and tables.md."""
+    checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
     if config.n_boot < 10:
         raise TokenlensError("--bootstrap must be at least 10")
+    if config.interval not in METHODS:
+        raise TokenlensError(f"--interval must be one of {', '.join(METHODS)}")
     runs = [read_run(path) for path in config.runs]  # validate all before any work
     progress.stage("read and classify runs", total=len(config.runs), unit="run")
     frames, infos = [], []
     labels = _labels(config.runs)
     for run, label in zip(runs, labels, strict=True):
-        path = run.path
         frames.append(join_run(run, label, config.tokenizer))
         spec = run.manifest["speculative"]
+        problems = reconcile(run.events, run.metrics) if run.events is not None else ["no events"]
+        replayed = run.manifest.get("replayed_from")
         infos.append(
             RunInfo(
                 label=label,
-                path=str(path),
+                path=str(run.path),
                 method=str(spec.get("method", "unknown")),
                 k=int(spec.get("num_speculative_tokens") or 0),
                 signature=str(run.manifest["signature"]),
                 status=str(run.manifest["status"]),
                 metrics=run.metrics.to_json(),
+                reconciliation={"matches": not problems, "differences": problems},
+                replayed_from=str(replayed) if replayed else None,
             )
         )
         progress.advance()
@@ -112,6 +139,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     costs = _draft_costs(config, {info.method for info in infos})
     summary = summarize(frame, infos, config, costs)
     summary["signature"] = _signature(infos, config)
+    summary["inputs"] = checked.section()
     progress.stage("write outputs")
     config.out.mkdir(parents=True, exist_ok=True)
     tokens_path = config.out / TOKENS
@@ -120,10 +148,8 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     write_json_atomic(summary_path, summary)
     tables_path = config.out / TABLES
     write_tables(summary, tables_path)
-    progress.stage("write report")
-    report_path = write_analyze_report(config.out)
     progress.close()
-    return AnalyzeResult(tokens_path, summary_path, tables_path, report_path, summary)
+    return AnalyzeResult(tokens_path, summary_path, tables_path, summary)
 
 
 def _draft_costs(config: AnalyzeConfig, methods: set[str]) -> dict[str, tuple[float, str]]:
@@ -168,10 +194,11 @@ def summarize(
     costs: Mapping[str, tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     """Every figure of summary.json from one joined (or simulated) frame."""
-    rs = Resampler.from_frame(frame, config.n_boot, config.seed)
-    rules = Rules(delta=config.delta, min_count=config.min_count)
+    rs = Resampler.from_frame(frame, config.n_boot, config.seed, method=config.interval)
+    rules = Rules(delta=config.delta, min_prompts=config.min_prompts)
     all_rows = row_mask(frame, "all")
     judged = row_mask(frame, "judged")
+    parts = compute_parts(frame, rs, config.support)
     out: dict[str, Any] = {
         "signature": None,
         "tokenlens_version": __version__,
@@ -179,22 +206,28 @@ def summarize(
             "seed": config.seed,
             "bootstrap": config.n_boot,
             "level": LEVEL,
+            "interval": config.interval,
+            "cluster": rs.unit,
+            "clusters": rs.n_clusters,
             "min_count": config.min_count,
-            "delta": rules.delta,
-            "delta_relative": rules.delta_relative,
-            "min_requests": rules.min_requests,
-            "cluster": "request (run, request_id), strata (run, lang)",
+            "confidence_bins": CONF_BINS,
+            "support": config.support.to_json(),
+            **rules.to_json(),
         },
+        "prompts": parts.prompts,
         "acceptance": per_lang(frame, rs, all_rows, config.min_count),
         "acceptance_judged": per_lang(frame, rs, judged, config.min_count),
+        "by_position": by_position(frame, rs, all_rows, config.min_count),
     }
     for b in BREAKDOWNS:
         if b.column in frame:
             rows = all_rows if b.rows == "all" else judged
             out[b.name] = rates(frame, rs, b.column, rows, config.min_count)
     out["text_per_step"] = text_per_step(frame, rs)
+    out["families"] = parts.families
+    out["h2_contrast"] = parts.contrast
     out["gap"] = _gap_section(frame, rs, judged, config)
-    out["hypotheses"] = decide(frame, rs, rules)
+    out["hypotheses"] = decide(frame, rs, rules, parts)
     out["runs"] = [
         _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
@@ -204,26 +237,37 @@ def summarize(
 def _gap_section(
     frame: pd.DataFrame, rs: Resampler, judged: np.ndarray[Any, Any], config: AnalyzeConfig
 ) -> dict[str, Any] | None:
-    if not has_pair(frame):
+    """Descriptive gap figures of the primary family (trained drafters when present).
+
+    Never pooled across drafter families: each family's share of the rows would leak
+    into the composition of a pooled split.
+    """
+    fams = families(frame)
+    family = TRAINED if TRAINED in fams else FREE if FREE in fams else None
+    if family is None:
         return None
-    conf_rows = (
-        judged & np.isfinite(frame["top1_prob"].to_numpy()) if "top1_prob" in frame else judged
-    )
+    mask = fams[family]
+    rows = judged & mask
+    if not has_pair(frame, rows):
+        return None
     section: dict[str, Any] = {
-        "overall": gap(frame, rs, row_mask(frame, "all")),
-        "judged": gap(frame, rs, judged),
-        "relative_judged": gap(frame, rs, judged, relative=True),
-        "by_script": class_gaps(frame, rs, "script", judged, config.min_count),
+        "family": family,
+        "overall": gap(frame, rs, mask),
+        "judged": gap(frame, rs, rows),
+        "relative_judged": gap(frame, rs, rows, relative=True),
         "decomposition": {},
     }
-    for column in DECOMPOSE_BY:
+    for column in DESCRIBE_BY:
         if column in frame:
-            rows = conf_rows if column == "conf_bucket" else judged
-            dec = decompose(frame, rs, column, rows, config.min_count)
+            codes, labels = group_codes(frame, column)
+            dec = decompose(frame, rs, codes, labels, rows, config.support, column)
             if dec is not None:
                 section["decomposition"][column] = dec
+    section["explore"] = class_differences(
+        frame, rs, fams, judged, config.support, config.min_count
+    )
     if config.regression:
-        section["regression"] = regression(frame, "script", judged, config.min_count, config.seed)
+        section["regression"] = regression(frame, "script", rows, config.min_count, config.seed)
     return section
 
 
@@ -235,10 +279,10 @@ def _run_section(
     cost: tuple[float, str] | None,
 ) -> dict[str, Any]:
     mine = frame["run"].astype(str).to_numpy() == info.label
-    sub_all = mine.copy()
     sub_judged = mine & row_mask(frame, "judged")
-    acceptance = per_lang(frame, rs, sub_all, config.min_count)
-    by_position = rates(frame, rs, "position", sub_all, config.min_count)
+    acceptance = per_lang(frame, rs, mine, config.min_count)
+    judged_rate = per_lang(frame, rs, sub_judged, config.min_count)
+    positions = by_position(frame, rs, mine, config.min_count)
     section: dict[str, Any] = {
         "label": info.label,
         "path": info.path,
@@ -246,42 +290,36 @@ def _run_section(
         "k": info.k,
         "signature": info.signature,
         "status": info.status,
-        "reconciliation": _reconcile(frame[mine], info.metrics),
+        "replayed": info.replayed_from is not None,
+        "replayed_from": info.replayed_from,
+        "reconciliation": {**(info.reconciliation or {"matches": None}), "vllm": info.metrics},
         "acceptance": acceptance,
-        "by_position": by_position,
+        "acceptance_judged": judged_rate,
+        "by_position": positions,
     }
-    if has_pair(frame[mine]):
-        section["gap"] = gap(frame, rs, sub_all)
+    if has_pair(frame, mine):
+        section["gap"] = gap(frame, rs, mine)
         section["relative_gap_judged"] = gap(frame, rs, sub_judged, relative=True)
-    used_cost, cost_source = cost if cost is not None else (default_cost(info.method), "default")
+    if cost is not None:
+        used_cost, cost_source, measured = cost[0], cost[1], True
+    else:
+        used_cost, cost_source, measured = default_cost(info.method), "assumed default", False
+    lang_of = frame["lang"].astype(str).to_numpy()
+    first = frame["position"].to_numpy() == 0
     speed = {}
     for lang, block in acceptance.items():
-        curve = [by_position[lang].get(str(p), {}).get("rate") or 0.0 for p in range(info.k)]
-        rows_lang = frame.loc[mine & (frame["lang"].astype(str).to_numpy() == lang)]
-        steps = int((rows_lang["position"].to_numpy() == 0).sum())
-        measured = 1.0 + block["accepted"] / steps if steps else None
-        speed[lang] = speed_model(curve, block["rate"] or 0.0, info.k, used_cost, measured)
-    section["speed"] = {"draft_cost_source": cost_source, "draft_cost": used_cost, "by_lang": speed}
-    return section
-
-
-def _reconcile(rows: pd.DataFrame, metrics: dict[str, Any]) -> dict[str, Any]:
-    """Events against vLLM's counters (the capture's test of truth)."""
-    positions = rows["position"].to_numpy()
-    accepted = rows["accepted"].to_numpy(dtype=bool)
-    width = max(len(metrics["accepted_per_position"]), int(positions.max()) + 1 if len(rows) else 0)
-    per_pos = np.bincount(positions[accepted], minlength=width).tolist() if len(rows) else []
-    events = {
-        "num_drafts": int(rows.groupby(["request_id", "step"], observed=True).ngroups),
-        "num_draft_tokens": len(rows),
-        "num_accepted_tokens": int(accepted.sum()),
-        "accepted_per_position": per_pos,
+        curve = [positions[lang].get(str(p), {}).get("rate") or 0.0 for p in range(info.k)]
+        steps = int((mine & first & (lang_of == lang)).sum())
+        tps = 1.0 + block["accepted"] / steps if steps else None
+        iid = (judged_rate.get(lang) or {}).get("rate") or 0.0
+        speed[lang] = speed_model(curve, iid, info.k, used_cost, tps, cost_measured=measured)
+    section["speed"] = {
+        "draft_cost_source": cost_source,
+        "draft_cost": used_cost,
+        "draft_cost_measured": measured,
+        "by_lang": speed,
     }
-    expected = dict(metrics)
-    expected["accepted_per_position"] = list(metrics["accepted_per_position"]) + [0] * (
-        width - len(metrics["accepted_per_position"])
-    )
-    return {"matches": events == expected, "events": events, "vllm": metrics}
+    return section
 
 
 def _signature(infos: Sequence[RunInfo], config: AnalyzeConfig) -> str:
@@ -300,4 +338,6 @@ def _signature(infos: Sequence[RunInfo], config: AnalyzeConfig) -> str:
         merged["tokenizer"] = config.tokenizer
     merged["dict"] = dictionary_identity()
     merged["bootstrap"] = f"{config.n_boot},seed{config.seed}"
+    merged["interval"] = config.interval
+    merged["cluster"] = "prompt"
     return make_signature(merged)

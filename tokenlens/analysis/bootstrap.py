@@ -1,19 +1,37 @@
-"""Request-clustered bootstrap: one set of seeded resampling weights for every statistic.
+"""Prompt-clustered bootstrap: one set of seeded weights for every statistic of an analysis.
 
-Tokens of one request share its topic, its style and the drafter's luck with it, so
-they are not independent: a token-level interval would be far too narrow. Every
-statistic here is a smooth function of *totals* (accepted, judged, rows, characters),
-so a bootstrap replicate is just the same totals with each request counted as often
-as it was drawn. We draw the multinomial request counts once per analysis (stratified
-by run and language, so each replicate keeps every stratum's number of requests) and
-reuse them for all statistics: differences and decompositions then get consistent,
-jointly resampled intervals, and the seed alone fixes every number.
+*Units of evidence are prompts.* Tokens of one request share its topic and the
+drafter's luck with it, and the same prompts appear in every run of a study (the
+n-gram run and the trained drafter's run answer the same prompts; Japanese and English
+prompts come in translated pairs). So a replicate redraws *prompts*, not tokens and not
+(run, request) pairs: the cluster is the prompt pair when every prompt of the analysis
+has one (each pair keeps its Japanese and English halves together), otherwise the
+prompt, stratified by language. The same weights apply to the prompt's rows in every
+run, so differences between runs and languages are resampled jointly.
 
-Intervals are percentile intervals of the replicates (95% by default).
+Every statistic is a smooth function of totals (accepted, judged, rows, characters),
+so a replicate is the same totals with each cluster counted as often as it was drawn.
+The weights are drawn once per analysis from the seed and reused everywhere.
+
+Intervals (``METHODS``; docs/analysis.md gives their measured coverage):
+
+- ``t``: estimate ± t(df) · SE, with SE the bootstrap standard deviation inflated by
+  sqrt(G / (G − H)) (the bootstrap's (G − 1)/G variance bias, per stratum) and
+  df = G − H (G clusters with rows, H strata among them). Rates use the Wilson score
+  interval with the same t quantile and the effective sample size p(1 − p) / SE²
+  (the design effect of the clustering), so they stay inside [0, 1] and never collapse:
+  a rate of exactly 0 or 1 gets the effective size of its number of clusters.
+- ``percentile``: the plain 2.5%/97.5% bootstrap percentiles (kept for comparison:
+  it is liberal with few clusters).
+
+A statistic whose replicates are undefined more than half of the time, or that rests
+on a single cluster, gets no interval (``None``); so does a difference whose replicates
+never vary (a zero-width interval would read as certainty).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,24 +39,48 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from scipy import stats
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
 
 LEVEL = 0.95
+METHODS = ("t", "percentile")
+DEFAULT_METHOD = "t"
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with its bootstrap interval and the rows it rests on."""
+    """A point estimate with its interval, and why it is missing when it is."""
 
     value: float | None
     ci_low: float | None
     ci_high: float | None
     n: int
+    not_estimable: str | None = None
 
     def to_json(self, name: str = "value") -> dict[str, Any]:
-        return {name: self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
+        """``{value, ci_low, ci_high, n}`` plus ``not_estimable`` (no value) or
+        ``no_interval`` (a value whose interval the data cannot give), with the reason."""
+        out: dict[str, Any] = {
+            name: self.value,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "n": self.n,
+        }
+        if self.not_estimable is not None:
+            out["not_estimable" if self.value is None else "no_interval"] = self.not_estimable
+        return out
+
+    @property
+    def has_interval(self) -> bool:
+        return self.ci_low is not None and self.ci_high is not None
+
+
+def missing(reason: str, n: int = 0) -> dict[str, Any]:
+    """A figure the data cannot support: null value and interval, with the reason."""
+    return Estimate(None, None, None, n, reason).to_json()
 
 
 @dataclass(frozen=True)
@@ -49,18 +91,53 @@ class Totals:
     boot: F64
 
 
+def prompt_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_]:
+    """The prompt each row belongs to: ``prompt_id``, else the request id without ``#i``."""
+    if "prompt_id" in frame:
+        prompt: npt.NDArray[np.object_] = frame["prompt_id"].astype(str).to_numpy(dtype=object)
+        if all(p not in ("", "nan", "None", "<NA>") for p in prompt):
+            return prompt
+    request = frame["request_id"].astype(str).to_numpy(dtype=object)
+    return np.asarray([r.split("#", 1)[0] for r in request], dtype=object)
+
+
+def pair_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_] | None:
+    """Each row's prompt pair, or None unless every row has one."""
+    if "pair" not in frame:
+        return None
+    pair: npt.NDArray[np.object_] = frame["pair"].astype(str).to_numpy(dtype=object)
+    if len(pair) == 0 or any(p in ("", "nan", "None", "<NA>") for p in pair):
+        return None
+    return pair
+
+
 class Resampler:
-    """Seeded multinomial weights over clusters (requests), stratified.
+    """Seeded multinomial weights over clusters, stratified.
 
     ``cluster`` gives each row its cluster code (0..C-1); ``stratum`` gives each
     cluster its stratum. ``weights[b, c]`` is how often cluster ``c`` is drawn in
-    replicate ``b``.
+    replicate ``b``. ``method`` picks the interval (``METHODS``).
     """
 
-    def __init__(self, cluster: I64, stratum: I64, n_boot: int, seed: int) -> None:
+    def __init__(
+        self,
+        cluster: I64,
+        stratum: I64,
+        n_boot: int,
+        seed: int,
+        method: str = DEFAULT_METHOD,
+        level: float = LEVEL,
+        unit: str = "cluster",
+    ) -> None:
+        if method not in METHODS:
+            raise ValueError(f"unknown interval method {method!r} (one of {METHODS})")
         self.cluster = cluster
+        self.stratum = stratum
         self.n_clusters = len(stratum)
         self.n_boot = n_boot
+        self.method = method
+        self.level = level
+        self.unit = unit
         rng = np.random.default_rng(seed)
         weights = np.zeros((n_boot, self.n_clusters), dtype=np.float64)
         for s in np.unique(stratum):
@@ -70,75 +147,209 @@ class Resampler:
         self.weights = weights
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, n_boot: int, seed: int) -> Resampler:
-        """Clusters = (run, request_id); strata = (run, lang)."""
-        cluster, uniques = pd.factorize(
-            pd.MultiIndex.from_arrays([frame["run"].astype(str), frame["request_id"].astype(str)])
-        )
-        first = np.unique(cluster, return_index=True)[1]
-        strata_keys = pd.MultiIndex.from_arrays(
-            [
-                frame["run"].astype(str).to_numpy()[first],
-                frame["lang"].astype(str).to_numpy()[first],
-            ]
-        )
-        stratum = pd.factorize(strata_keys)[0]
-        assert len(first) == len(uniques)
-        return cls(cluster.astype(np.int64), stratum.astype(np.int64), n_boot, seed)
+    def from_frame(
+        cls,
+        frame: pd.DataFrame,
+        n_boot: int,
+        seed: int,
+        method: str = DEFAULT_METHOD,
+        level: float = LEVEL,
+    ) -> Resampler:
+        """Clusters = prompt pairs (all prompts paired) or prompts stratified by language."""
+        pairs = pair_keys(frame)
+        if pairs is not None:
+            cluster, _ = pd.factorize(pairs)
+            stratum = np.zeros(int(cluster.max()) + 1 if len(cluster) else 0, dtype=np.int64)
+            unit = "prompt pair"
+        else:
+            prompts = prompt_keys(frame)
+            lang = frame["lang"].astype(str).to_numpy(dtype=object)
+            cluster, uniques = pd.factorize(prompts)
+            first = np.unique(cluster, return_index=True)[1]
+            stratum = pd.factorize(lang[first])[0].astype(np.int64)
+            assert len(first) == len(uniques)
+            unit = "prompt (stratified by language)"
+        return cls(np.asarray(cluster, dtype=np.int64), stratum, n_boot, seed, method, level, unit)
 
-    def totals(self, values: F64, group: I64, n_groups: int, rows: npt.NDArray[np.bool_]) -> Totals:
+    # -- totals ---------------------------------------------------------------------
+    def totals(self, values: F64, group: I64, n_groups: int, rows: Mask) -> Totals:
         """Sums of ``values`` per group over ``rows``, plus every replicate's sums."""
-        keep = rows & (group >= 0)
-        idx = self.cluster[keep] * n_groups + group[keep]
-        per_cluster = np.bincount(
-            idx, weights=values[keep], minlength=self.n_clusters * n_groups
-        ).reshape(self.n_clusters, n_groups)
+        per_cluster = self.per_cluster(values, group, n_groups, rows)
         return Totals(point=per_cluster.sum(axis=0), boot=self.weights @ per_cluster)
 
-    def clusters_with(self, group: I64, n_groups: int, rows: npt.NDArray[np.bool_]) -> I64:
+    def per_cluster(self, values: F64, group: I64, n_groups: int, rows: Mask) -> F64:
+        """Sums of ``values`` per (cluster, group) over ``rows``: shape (C, n_groups)."""
+        keep = rows & (group >= 0)
+        idx = self.cluster[keep] * n_groups + group[keep]
+        sums = np.bincount(idx, weights=values[keep], minlength=self.n_clusters * n_groups)
+        return np.asarray(sums, dtype=np.float64).reshape(self.n_clusters, n_groups)
+
+    def clusters_with(self, group: I64, n_groups: int, rows: Mask) -> I64:
         """Number of clusters with at least one row in each group."""
         keep = rows & (group >= 0)
         pairs = np.unique(self.cluster[keep] * n_groups + group[keep])
         return np.bincount(pairs % n_groups, minlength=n_groups).astype(np.int64)
 
+    def design(self, rows: Mask) -> tuple[int, int]:
+        """(G, H): clusters with a row among ``rows``, and the strata they fall in."""
+        used = np.unique(self.cluster[rows])
+        if len(used) == 0:
+            return 0, 0
+        return len(used), len(np.unique(self.stratum[used]))
 
-def interval(point: F64, boot: F64, level: float = LEVEL) -> tuple[F64, F64, F64]:
-    """Percentile interval per column; NaN where the statistic is undefined."""
-    alpha = (1.0 - level) / 2.0
+    def group_design(self, group: I64, n_groups: int, rows: Mask) -> tuple[I64, I64]:
+        """(G, H) per group."""
+        keep = rows & (group >= 0)
+        g_out = np.zeros(n_groups, dtype=np.int64)
+        h_out = np.zeros(n_groups, dtype=np.int64)
+        for g in range(n_groups):
+            used = np.unique(self.cluster[keep & (group == g)])
+            g_out[g] = len(used)
+            h_out[g] = len(np.unique(self.stratum[used])) if len(used) else 0
+        return g_out, h_out
+
+    # -- intervals ------------------------------------------------------------------
+    def interval(self, point: F64, boot: F64, g: I64 | int, h: I64 | int) -> tuple[F64, F64]:
+        """Interval of a difference-like statistic, per column (NaN where there is none)."""
+        return interval(point, boot, g, h, self.method, self.level)
+
+    def rate_interval(
+        self, point: F64, boot: F64, n: F64, g: I64 | int, h: I64 | int
+    ) -> tuple[F64, F64]:
+        """Interval of a rate (a proportion of ``n`` rows), per column."""
+        return rate_interval(point, boot, n, g, h, self.method, self.level)
+
+
+def _finite_boot(boot: F64) -> tuple[F64, npt.NDArray[np.bool_]]:
+    """Replicates with non-finite values as NaN, and which columns are defined enough."""
+    finite = np.isfinite(boot)
+    ok = finite.mean(axis=0) >= 0.5 if boot.shape[0] else np.zeros(boot.shape[1:], dtype=bool)
+    return np.where(finite, boot, np.nan), ok
+
+
+def _spread(boot: F64, g: F64, h: F64) -> F64:
+    """Bootstrap SD inflated by sqrt(G / (G - H)); NaN where undefined."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: NaN, reported
+        sd = (
+            np.nanstd(boot, axis=0, ddof=1)
+            if boot.shape[0] > 1
+            else np.full(boot.shape[1:], np.nan)
+        )
+        inflate = np.sqrt(np.where(g > h, g / np.maximum(g - h, 1), np.nan))
+    return np.asarray(sd * inflate, dtype=np.float64)
+
+
+def t_quantile(df: F64 | float, level: float = LEVEL) -> F64:
+    """Two-sided t quantile with ``df`` degrees of freedom (NaN where df < 1)."""
+    df_arr = np.asarray(df, dtype=np.float64)
+    q = stats.t.ppf(0.5 + level / 2.0, np.maximum(df_arr, 1.0))
+    return np.asarray(np.where(df_arr >= 1, q, np.nan), dtype=np.float64)
+
+
+def _prepare(
+    point: F64, boot: F64, g: I64 | int, h: I64 | int
+) -> tuple[F64, F64, npt.NDArray[np.bool_], F64, F64]:
+    """Arrays of one shape: point, replicates (NaN where undefined), which columns are
+    defined enough, and G and H per column."""
+    point = np.asarray(point, dtype=np.float64)
+    g_arr = np.broadcast_to(np.asarray(g, dtype=np.float64), point.shape)
+    h_arr = np.broadcast_to(np.asarray(h, dtype=np.float64), point.shape)
+    boot, ok = _finite_boot(np.asarray(boot, dtype=np.float64).reshape(-1, *point.shape))
+    return point, boot, ok, g_arr, h_arr
+
+
+def interval(
+    point: F64,
+    boot: F64,
+    g: I64 | int,
+    h: I64 | int,
+    method: str = DEFAULT_METHOD,
+    level: float = LEVEL,
+) -> tuple[F64, F64]:
+    """(low, high) per column for a difference-like statistic."""
+    point, boot, ok, g_arr, h_arr = _prepare(point, boot, g, h)
+    valid = ok & np.isfinite(point) & (g_arr >= 2)
     with np.errstate(all="ignore"):
-        finite = np.isfinite(boot)
-        boot = np.where(finite, boot, np.nan)
-        ok = finite.mean(axis=0) >= 0.5 if boot.size else np.zeros(point.shape, dtype=bool)
-        safe = np.where(ok, 1.0, np.nan)
-        if boot.shape[0]:
-            lo = np.nanquantile(np.where(ok, boot, 0.0), alpha, axis=0) * safe
-            hi = np.nanquantile(np.where(ok, boot, 0.0), 1.0 - alpha, axis=0) * safe
+        if method == "percentile":
+            alpha = (1.0 - level) / 2.0
+            filled = np.where(valid, boot, 0.0)
+            lo = np.nanquantile(filled, alpha, axis=0) if boot.shape[0] else point * np.nan
+            hi = np.nanquantile(filled, 1.0 - alpha, axis=0) if boot.shape[0] else point * np.nan
         else:
-            lo = hi = np.full(point.shape, np.nan)
-    return point, lo, hi
+            se = _spread(boot, g_arr, h_arr)
+            q = t_quantile(g_arr - h_arr, level)
+            lo, hi = point - q * se, point + q * se
+        varies = (hi - lo) > 1e-12
+    bad = ~(valid & varies)
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
 
 
-def ratio(num: Totals, den: Totals) -> tuple[F64, F64, F64]:
-    """num / den per group with its percentile interval."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return interval(num.point / den.point, num.boot / den.boot)
+def rate_interval(
+    point: F64,
+    boot: F64,
+    n: F64,
+    g: I64 | int,
+    h: I64 | int,
+    method: str = DEFAULT_METHOD,
+    level: float = LEVEL,
+) -> tuple[F64, F64]:
+    """(low, high) per column for a rate: Wilson with the clustering's effective size."""
+    if method == "percentile":
+        return interval(point, boot, g, h, method, level)
+    point, boot, ok, g_arr, h_arr = _prepare(point, boot, g, h)
+    n_arr = np.broadcast_to(np.asarray(n, dtype=np.float64), point.shape)
+    with np.errstate(all="ignore"):
+        se = _spread(boot, g_arr, h_arr)
+        var = point * (1.0 - point)
+        n_eff = np.where((se > 0) & (var > 0), var / se**2, np.minimum(g_arr, n_arr))
+        n_eff = np.clip(n_eff, 1.0, np.maximum(n_arr, 1.0))
+        z = t_quantile(g_arr - h_arr, level)
+        z2 = z * z
+        denom = 1.0 + z2 / n_eff
+        centre = (point + z2 / (2.0 * n_eff)) / denom
+        half = z * np.sqrt(var / n_eff + z2 / (4.0 * n_eff**2)) / denom
+        lo, hi = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    bad = ~(ok & np.isfinite(point) & (g_arr >= 2) & (n_arr > 0))
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
 
 
-def statistic(fn: Callable[[F64, F64], F64], num: Totals, den: Totals) -> tuple[F64, F64, F64]:
+def standard_error(boot: F64, g: I64 | int, h: I64 | int) -> F64:
+    """The inflated bootstrap SE the ``t`` intervals use (for power and tests)."""
+    boot = np.asarray(boot, dtype=np.float64)
+    shape = boot.shape[1:]
+    g_arr = np.broadcast_to(np.asarray(g, dtype=np.float64), shape)
+    h_arr = np.broadcast_to(np.asarray(h, dtype=np.float64), shape)
+    finite, _ = _finite_boot(boot)
+    return _spread(finite, g_arr, h_arr)
+
+
+def statistic(fn: Callable[[F64, F64], F64], num: Totals, den: Totals) -> tuple[F64, F64]:
     """Any function of (num, den) totals, applied to the point and every replicate.
 
     ``fn`` takes arrays whose last axis is the group axis and returns the statistic
     along a new last axis, so it runs unchanged on shape (G,) and (B, G).
     """
     with np.errstate(divide="ignore", invalid="ignore"):
-        return interval(fn(num.point, den.point), fn(num.boot, den.boot))
+        return fn(num.point, den.point), fn(num.boot, den.boot)
 
 
-def as_float(x: float | np.floating[Any]) -> float | None:
-    """JSON-safe float: NaN/inf become None."""
+def as_float(x: float | np.floating[Any] | None) -> float | None:
+    """JSON-safe float: NaN/inf/None become None."""
+    if x is None:
+        return None
     value = float(x)
     return value if np.isfinite(value) else None
 
 
-def estimate(point: float, lo: float, hi: float, n: int) -> Estimate:
-    return Estimate(as_float(point), as_float(lo), as_float(hi), int(n))
+def estimate(
+    point: float, lo: float, hi: float, n: int, not_estimable: str | None = None
+) -> Estimate:
+    """An :class:`Estimate`; a missing interval on a present value says why."""
+    value = as_float(point)
+    low, high = as_float(lo), as_float(hi)
+    if value is not None and (low is None or high is None) and not_estimable is None:
+        not_estimable = "too few prompts, or no variation between prompts"
+    if value is None and not_estimable is None:
+        not_estimable = "undefined on these rows"
+    return Estimate(value, low, high, int(n), not_estimable)

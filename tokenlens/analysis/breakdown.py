@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tokenlens.analysis.bootstrap import Resampler, as_float, ratio
+from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
 
 Mask = npt.NDArray[np.bool_]
 
@@ -44,7 +44,6 @@ BREAKDOWNS = (
     Breakdown("by_boundary", "boundary", "judged"),
     Breakdown("by_transition", "transition", "judged"),
     Breakdown("by_word_initial", "morph_initial", "judged"),
-    Breakdown("by_position", "position", "all"),
     Breakdown("by_position_conditional", "position", "judged"),
     Breakdown("by_output_position", "output_bucket", "judged"),
     Breakdown("by_bpe_rank", "rank_bucket", "judged"),
@@ -85,8 +84,15 @@ def rates(
     column: str | None,
     rows: Mask,
     min_count: int,
+    denominator: Mask | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{lang: {group: {rate, ci_low, ci_high, n, accepted, requests, sparse}}}``."""
+    """``{lang: {group: {rate, ci_low, ci_high, n, accepted, requests, sparse}}}``.
+
+    ``requests`` counts the prompts (clusters) with rows in the group. With
+    ``denominator`` (a row mask), every group of a language shares the same denominator:
+    the number of those rows in the language (vLLM's per-position rate divides the
+    accepted count at position p by the number of drafts, i.e. of position-0 rows).
+    """
     lcode, langs = lang_codes(frame)
     gcode, groups = group_codes(frame, column)
     n_g = len(groups)
@@ -94,28 +100,32 @@ def rates(
     size = len(langs) * n_g
     accepted = frame["accepted"].to_numpy(dtype=np.float64)
     num = rs.totals(accepted, combo, size, rows)
-    den = rs.totals(np.ones(len(frame)), combo, size, rows)
-    point, lo, hi = ratio(num, den)
+    if denominator is None:
+        den = rs.totals(np.ones(len(frame)), combo, size, rows)
+    else:
+        per_lang_den = rs.totals(np.ones(len(frame)), lcode, len(langs), denominator)
+        den = Totals(
+            point=np.repeat(per_lang_den.point, n_g), boot=np.repeat(per_lang_den.boot, n_g, axis=1)
+        )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        point = num.point / den.point
+        boot = num.boot / den.boot
     requests = rs.clusters_with(combo, size, rows)
+    g, h = rs.group_design(combo, size, rows)
+    lo, hi = rs.rate_interval(point, boot, den.point, g, h)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for li, lang in enumerate(langs):
         block: dict[str, dict[str, Any]] = {}
         for gi, name in enumerate(groups):
             j = li * n_g + gi
-            n = int(den.point[j])
-            if n == 0:
+            if requests[j] == 0 or den.point[j] == 0:  # no row of this group
                 continue
-            # One request cannot show its own variability: no interval rather than a point.
-            spread = int(requests[j]) >= 2
-            block[name] = {
-                "rate": as_float(point[j]),
-                "ci_low": as_float(lo[j]) if spread else None,
-                "ci_high": as_float(hi[j]) if spread else None,
-                "n": n,
-                "accepted": int(num.point[j]),
-                "requests": int(requests[j]),
-                "sparse": n < min_count,
-            }
+            n = int(den.point[j])
+            entry = estimate(point[j], lo[j], hi[j], n).to_json("rate")
+            entry.update(
+                accepted=int(num.point[j]), requests=int(requests[j]), sparse=n < min_count
+            )
+            block[name] = entry
         out[lang] = block
     return out
 
@@ -132,6 +142,18 @@ def per_lang(
     return {lang: block["all"] for lang, block in blocks.items() if "all" in block}
 
 
+def by_position(
+    frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """vLLM's per-position acceptance a_p: accepted at position p / number of drafts.
+
+    A draft (verification step) has a position-0 row; n-gram steps may propose fewer
+    than k tokens, so dividing by the rows at position p would overstate a_p.
+    """
+    drafts = rows & (frame["position"].to_numpy() == 0)
+    return rates(frame, rs, "position", rows, min_count, denominator=drafts)
+
+
 def text_per_step(frame: pd.DataFrame, rs: Resampler) -> dict[str, dict[str, dict[str, Any]]]:
     """Accepted tokens, characters and UTF-8 bytes per verification step, per language.
 
@@ -141,13 +163,11 @@ def text_per_step(frame: pd.DataFrame, rs: Resampler) -> dict[str, dict[str, dic
     """
     lcode, langs = lang_codes(frame)
     accepted = frame["accepted"].to_numpy(dtype=bool)
-    steps = rs.totals(
-        (frame["position"].to_numpy() == 0).astype(np.float64),
-        lcode,
-        len(langs),
-        np.ones(len(frame), bool),
-    )
     all_rows = np.ones(len(frame), dtype=bool)
+    steps = rs.totals(
+        (frame["position"].to_numpy() == 0).astype(np.float64), lcode, len(langs), all_rows
+    )
+    g, h = rs.group_design(lcode, len(langs), all_rows)
     out: dict[str, dict[str, dict[str, Any]]] = {lang: {} for lang in langs}
     for name, values in (
         ("accepted_tokens", accepted.astype(np.float64)),
@@ -155,14 +175,11 @@ def text_per_step(frame: pd.DataFrame, rs: Resampler) -> dict[str, dict[str, dic
         ("accepted_bytes", _filled(frame, "n_bytes") * accepted),
     ):
         num = rs.totals(values, lcode, len(langs), all_rows)
-        point, lo, hi = ratio(num, steps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            point, boot = num.point / steps.point, num.boot / steps.boot
+        lo, hi = rs.interval(point, boot, g, h)
         for li, lang in enumerate(langs):
-            out[lang][name] = {
-                "value": as_float(point[li]),
-                "ci_low": as_float(lo[li]),
-                "ci_high": as_float(hi[li]),
-                "n": int(steps.point[li]),
-            }
+            out[lang][name] = estimate(point[li], lo[li], hi[li], int(steps.point[li])).to_json()
     return out
 
 

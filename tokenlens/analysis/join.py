@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenlens.errors import TokenlensError
+from tokenlens.prompts import normalise_lang
 from tokenlens.rundir import Run
 from tokenlens.text import Vocabulary, classify_requests, load_tokenizer
 
@@ -73,13 +74,6 @@ def bucket(values: F64, edges: Sequence[float], labels: Sequence[str]) -> pd.Cat
     idx = np.searchsorted(np.asarray(edges, dtype=np.float64), values, side="right") - 1
     codes = np.where(np.isnan(values), -1, np.clip(idx, 0, len(labels) - 1))
     return pd.Categorical.from_codes(codes, categories=list(labels))
-
-
-def normalise_lang(lang: str | None) -> str:
-    """Primary language subtag, lower case (``ja-JP`` -> ``ja``); missing -> ``und``."""
-    if not lang:
-        return "und"
-    return lang.replace("_", "-").split("-")[0].lower()
 
 
 def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) -> pd.DataFrame:

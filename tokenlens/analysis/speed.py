@@ -1,9 +1,12 @@
 """Speed model: tokens per verification step and speedup per k, from measured acceptance.
 
 The i.i.d. formula (Leviathan et al. 2023) assumes every draft position is accepted
-with the same probability a: tokens/step = (1 - a^(k+1)) / (1 - a). Real drafters
-decay along the draft, so we predict from the *measured* unconditional per-position
-acceptance a_j (position j accepted, hence 0..j-1 too):
+with the same probability a: tokens/step = (1 - a^(k+1)) / (1 - a). Under that model
+the maximum-likelihood a is the *judged* rate (accepted / (accepted + first
+rejections)): vLLM's overall rate is (a + ... + a^k)/k, a different number, so plugging
+it in would understate tokens/step. Real drafters decay along the draft, so we predict
+from the *measured* unconditional per-position acceptance a_j (position j accepted,
+hence 0..j-1 too; accepted at j / number of drafts, as vLLM counts it):
 
     tokens/step(k) = 1 + sum_{j<k} a_j
 
@@ -13,7 +16,10 @@ last measured conditional rate rho = a_(K-1) / a_(K-2): a_j = a_(K-1) rho^(j-K+1
 (flagged ``extrapolated``). Wall time per step is (1 + k c) target forward passes,
 with c = draft cost / target cost, so speedup(k) = tokens/step(k) / (1 + k c) and
 tok/s = baseline tok/s * speedup. c comes from ``--draft-cost``, a fit to bench
-measurements (:func:`fit_draft_cost`), or a per-method default (recorded as such).
+measurements (:func:`fit_draft_cost`), or a per-method default. A default is an
+assumption, not a measurement: with it the model still gives tokens/step and speedup
+per k, but no recommended k (with c = 0, n-gram's recommendation would always be the
+largest k, which says nothing about the hardware).
 """
 
 from __future__ import annotations
@@ -103,13 +109,17 @@ def default_cost(method: str) -> float:
 
 def speed_model(
     per_position: Sequence[float],
-    overall_rate: float,
+    iid_rate: float,
     traced_k: int,
     cost: float,
     measured_tokens_per_step: float | None = None,
     baseline_tok_per_s: float | None = None,
+    cost_measured: bool = True,
 ) -> dict[str, Any]:
-    """Predictions for k = 1..max(2 traced_k, 8) and the k with the highest speedup."""
+    """Predictions for k = 1..max(2 traced_k, 8); the best k only when c was measured.
+
+    ``iid_rate`` is the judged acceptance rate (the i.i.d. model's MLE).
+    """
     max_k = min(MAX_K, max(2 * traced_k, 8))
     curve, measured = position_curve(per_position, max_k)
     rows: list[dict[str, Any]] = []
@@ -120,7 +130,7 @@ def speed_model(
             {
                 "k": k,
                 "tokens_per_step": tps,
-                "tokens_per_step_iid": iid_tokens_per_step(overall_rate, k),
+                "tokens_per_step_iid": iid_tokens_per_step(iid_rate, k),
                 "speedup": speedup,
                 "tok_per_s": baseline_tok_per_s * speedup if baseline_tok_per_s else None,
                 "extrapolated": k > measured,
@@ -128,13 +138,21 @@ def speed_model(
         )
     best = max(rows, key=lambda r: r["speedup"])
     at_traced = rows[traced_k - 1] if 1 <= traced_k <= len(rows) else None
-    return {
+    out: dict[str, Any] = {
         "draft_cost": cost,
+        "draft_cost_measured": cost_measured,
         "traced_k": traced_k,
+        "iid_rate": iid_rate,
         "measured_tokens_per_step": measured_tokens_per_step,
         "predicted_tokens_per_step": at_traced["tokens_per_step"] if at_traced else None,
         "iid_tokens_per_step": at_traced["tokens_per_step_iid"] if at_traced else None,
-        "recommended_k": best["k"],
-        "recommended_speedup": best["speedup"],
+        "recommended_k": best["k"] if cost_measured else None,
+        "recommended_speedup": best["speedup"] if cost_measured else None,
         "per_k": rows,
     }
+    if not cost_measured:
+        out["no_recommendation"] = (
+            "the draft cost is an assumed default, not measured: pass --bench DIR or "
+            "--draft-cost C to get a recommended k"
+        )
+    return out

@@ -1,38 +1,75 @@
 """H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md.
 
-Each rule reads one effect with its 95% interval against a practical threshold
-``delta`` (default 2 acceptance points): *yes* when the whole interval lies below
--delta (Japanese clearly worse by more than delta), *no* when it lies above -delta
-(any Japanese deficit is smaller than delta), otherwise *unsure*.
+Vocabulary: ``supported``, ``not_supported``, ``no_japanese_deficit`` (Japanese is not
+worse: nothing to explain), ``inconclusive``, ``insufficient_data`` (fewer than
+``min_prompts`` prompts per language).
 
-- H1 (tokenization / text structure) reads the *composition* part of the gap by the
-  target's confidence (Japanese has more positions where the target itself is unsure;
-  by script class when the runs have no logprobs), and, when a training-free
-  (n-gram) run is given, that run's gap: the signature must show for any drafter.
-- H2 (training data) reads the *within* part of the gap at equal target confidence,
-  over trained-drafter runs ("confident misses"), and, with an n-gram run, whether
-  trained drafters lose relatively more on Japanese than n-gram does.
+Each rule reads one effect (Japanese minus English, negative = Japanese worse) and one
+check, both on judged rows of the same runs, against a practical threshold δ:
+*yes* when the whole interval lies below −δ, *no* when it lies above −δ, *unsure*
+otherwise, *n/a* when the figure or its interval is missing (a null or zero-width
+interval never answers yes or no). The rules are symmetric: the effect proposes, and
+the check can veto either answer.
 
-A verdict is ``inconclusive`` when the data are too few (fewer than ``min_requests``
-requests per language), when an effect's interval straddles the threshold, or when
-the two signals contradict each other. Every verdict carries a sentence built from
-the numbers it used.
+- ``supported``: effect yes and check not no;
+- ``not_supported``: effect no and check not yes;
+- ``inconclusive``: anything else (an unsure effect, or effect and check disagreeing).
+
+H1 (tokenization / text structure): the effect is the *shared composition* of the
+judged gap by the target's confidence for the trained drafters (Japanese has more of
+the positions where the target itself is unsure, and such positions are hard for every
+drafter); the check is the same quantity for the training-free (n-gram) drafter on the
+same prompts. Computed per drafter family, never pooling the two.
+
+H2 (training data): the effect is the difference in differences of the within-confidence
+Japanese gap, trained minus training-free drafters on the same prompts; the check is
+the trained drafters' own within-confidence gap (with the same weights), so that
+"n-gram is better on Japanese" alone never reads as "the trained drafter lacks data".
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
-from tokenlens.analysis.bootstrap import Resampler
-from tokenlens.analysis.breakdown import row_mask
-from tokenlens.analysis.gap import EN, JA, decompose, gap, has_pair, method_contrast
+from tokenlens.analysis.bootstrap import Resampler, prompt_keys
+from tokenlens.analysis.breakdown import per_lang, row_mask
+from tokenlens.analysis.decompose import (
+    EN,
+    JA,
+    Mask,
+    Support,
+    confidence_bins,
+    decompose,
+    did,
+    has_pair,
+)
+from tokenlens.analysis.gap import gap
 from tokenlens.analysis.join import TRAINING_FREE
+from tokenlens.format import interval_prose
 
-SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not_supported", "inconclusive"
+SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"
+NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT = "no_japanese_deficit", "inconclusive", "insufficient_data"
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT)
+YES, NO, UNSURE, NA = "yes", "no", "unsure", "n/a"
+TRAINED, FREE = "trained", "training_free"
+POWER = 0.80
+
+CONFIDENCE_CAVEAT = (
+    "The target's own confidence also reflects the target's Japanese training data: "
+    "'Japanese is less predictable for the target' is what the composition by confidence "
+    "measures, whether that comes from the text or from the target's data."
+)
+H2_CAVEAT = (
+    "The contrast assumes that, without a training-data effect, the Japanese gap at equal "
+    "target confidence would be the same for both drafters on the probability scale "
+    "(parallel trends); the n-gram drafter's gap also reflects repetition in the text."
+)
 
 
 @dataclass(frozen=True)
@@ -40,189 +77,295 @@ class Rules:
     """Thresholds of the verdict rules (recorded in summary.json)."""
 
     delta: float = 0.02
-    delta_relative: float = 0.05
-    min_requests: int = 5
-    min_count: int = 30
+    min_prompts: int = 30
+    power_effects: tuple[float, ...] = (0.05, 0.10)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "delta": self.delta,
+            "min_prompts": self.min_prompts,
+            "power": POWER,
+            "power_effects": list(self.power_effects),
+        }
 
 
 def tri(effect: dict[str, Any] | None, delta: float) -> str:
-    """``yes`` / ``no`` / ``unsure`` for "Japanese is worse by more than delta"."""
-    if effect is None or effect["ci_low"] is None or effect["ci_high"] is None:
-        return "unsure"
-    if effect["ci_high"] < -delta:
-        return "yes"
-    if effect["ci_low"] > -delta:
-        return "no"
-    return "unsure"
+    """``yes`` / ``no`` / ``unsure`` / ``n/a`` for "Japanese is worse by more than delta"."""
+    if effect is None or effect.get("ci_low") is None or effect.get("ci_high") is None:
+        return NA
+    lo, hi = float(effect["ci_low"]), float(effect["ci_high"])
+    if not hi > lo:  # a zero-width interval is not evidence
+        return NA
+    if hi < -delta:
+        return YES
+    if lo > -delta:
+        return NO
+    return UNSURE
+
+
+def combine(effect: str, check: str | None) -> str:
+    """The symmetric veto rule (``check`` None: there is no check)."""
+    if effect == YES and check != NO:
+        return SUPPORTED
+    if effect == NO and check != YES:
+        return NOT_SUPPORTED
+    return INCONCLUSIVE
 
 
 def pp(effect: dict[str, Any] | None) -> str:
-    """``-6.2 pp (95% CI -7.9 to -4.6)``."""
-    if effect is None or effect["value"] is None:
-        return "n/a"
-    lo, hi = effect["ci_low"], effect["ci_high"]
-    ci = (
-        f" (95% CI {100 * lo:+.1f} to {100 * hi:+.1f})" if lo is not None and hi is not None else ""
-    )
-    return f"{100 * effect['value']:+.1f} pp{ci}"
+    """``-6.2 pp (95% CI -7.9 to -4.6)``; ``not estimable (why)`` for a null."""
+    return interval_prose(effect, "pp") if effect is not None else "not available"
 
 
-def pct(effect: dict[str, Any] | None) -> str:
-    """Relative effect: ``-12% (95% CI -18% to -6%)``."""
-    if effect is None or effect["value"] is None:
-        return "n/a"
-    lo, hi = effect["ci_low"], effect["ci_high"]
-    ci = (
-        f" (95% CI {100 * lo:+.0f}% to {100 * hi:+.0f}%)"
-        if lo is not None and hi is not None
-        else ""
-    )
-    return f"{100 * effect['value']:+.0f}%{ci}"
+def families(frame: pd.DataFrame) -> dict[str, Mask]:
+    """Row masks of the trained and training-free drafter families present."""
+    method = frame["method"].astype(str).to_numpy()
+    free = np.isin(method, list(TRAINING_FREE))
+    out = {}
+    if (~free).any():
+        out[TRAINED] = ~free
+    if free.any():
+        out[FREE] = free
+    return out
+
+
+def prompts_per_lang(frame: pd.DataFrame, rows: Mask | None = None) -> dict[str, int]:
+    """Distinct prompts per language (among ``rows``): the units of evidence."""
+    lang = frame["lang"].astype(str).to_numpy()
+    keys = prompt_keys(frame)
+    if rows is not None:
+        lang, keys = lang[rows], keys[rows]
+    return {x: len(set(keys[lang == x])) for x in (JA, EN)}
+
+
+def _power(effect: dict[str, Any] | None, df: int, rules: Rules, n_prompts: int) -> dict[str, Any]:
+    """Minimum detectable effect now, and prompts per language a given effect needs.
+
+    SE comes back from the interval (half-width / t quantile). To be ``supported`` an
+    effect's interval must clear −δ, so with power 80% the smallest detectable effect is
+    δ + (t_0.975 + t_0.80) · SE; prompts needed scale SE by sqrt(N / N').
+    """
+    out: dict[str, Any] = {"power": POWER, "prompts_per_language": n_prompts}
+    if effect is None or effect.get("ci_low") is None or df < 1:
+        out.update(se=None, mde=None, prompts_needed=None, not_estimable="no interval")
+        return out
+    half = (float(effect["ci_high"]) - float(effect["ci_low"])) / 2.0
+    se = half / float(stats.t.ppf(0.975, df))
+    mde = rules.delta + (float(stats.t.ppf(0.975, df)) + float(stats.t.ppf(POWER, df))) * se
+    z = float(stats.norm.ppf(0.975) + stats.norm.ppf(POWER))
+    needed = {}
+    for size in rules.power_effects:
+        need = n_prompts * (z * se / (size - rules.delta)) ** 2 if size > rules.delta else math.inf
+        needed[f"{size:g}"] = (
+            max(rules.min_prompts, math.ceil(need)) if math.isfinite(need) else None
+        )
+    out.update(se=se, mde=mde, prompts_needed=needed)
+    return out
 
 
 def _verdict(
-    verdict: str, effect: dict[str, Any] | None, evidence: str, **extra: Any
+    verdict: str,
+    effect: dict[str, Any] | None,
+    evidence: str,
+    **extra: Any,
 ) -> dict[str, Any]:
     effect = effect or {"value": None, "ci_low": None, "ci_high": None}
-    return {
+    out = {
         "verdict": verdict,
-        "effect": effect["value"],
-        "ci_low": effect["ci_low"],
-        "ci_high": effect["ci_high"],
-        "evidence": evidence,
-        **extra,
+        "effect": effect.get("value"),
+        "ci_low": effect.get("ci_low"),
+        "ci_high": effect.get("ci_high"),
     }
+    reason = effect.get("not_estimable") or effect.get("no_interval")
+    if effect.get("value") is None or effect.get("ci_low") is None:
+        out["not_estimable"] = reason or "not computed"
+    out["evidence"] = evidence
+    out.update(extra)
+    return out
 
 
-def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules) -> dict[str, dict[str, Any]]:
-    """``{"H1": {...}, "H2": {...}}`` with verdict, effect, ci_low, ci_high, evidence."""
+@dataclass(frozen=True)
+class Parts:
+    """Everything the verdicts read, computed once (also written to summary.json)."""
+
+    families: dict[str, dict[str, Any]]
+    contrast: dict[str, Any] | None
+    prompts: dict[str, int]
+    conf_rows: int
+    df: int
+
+
+def compute_parts(frame: pd.DataFrame, rs: Resampler, support: Support) -> Parts:
+    """Per family: judged gap and three-way split by confidence; the H2 contrast."""
+    judged = row_mask(frame, "judged")
+    fams = families(frame)
+    top1 = frame["top1_prob"].to_numpy(dtype=np.float64) if "top1_prob" in frame else None
+    conf_rows = judged & np.isfinite(top1) if top1 is not None else np.zeros(len(frame), bool)
+    codes, labels = confidence_bins(frame, conf_rows)
+    out: dict[str, dict[str, Any]] = {}
+    for name, mask in fams.items():
+        rows = judged & mask
+        block: dict[str, Any] = {
+            "methods": sorted(set(frame["method"].astype(str).to_numpy()[mask])),
+            "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+            "acceptance": per_lang(frame, rs, mask, 0),
+            "prompts": prompts_per_lang(frame, mask),
+        }
+        if has_pair(frame, rows):
+            block["gap_judged"] = gap(frame, rs, rows)
+            block["gap_all"] = gap(frame, rs, mask)
+            dec = decompose(frame, rs, codes, labels, conf_rows & mask, support, "confidence")
+            block["confidence"] = dec
+        out[name] = block
+    contrast = None
+    if TRAINED in fams and FREE in fams and has_pair(frame, judged):
+        contrast = did(frame, rs, codes, labels, conf_rows, fams[TRAINED], support)
+        contrast["bins"] = labels
+    g, h = rs.design(judged)
+    return Parts(out, contrast, prompts_per_lang(frame), int(conf_rows.sum()), max(g - h, 0))
+
+
+def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules, parts: Parts) -> dict[str, Any]:
+    """``{"H1": {...}, "H2": {...}}``: verdict, effect, ci_low, ci_high, evidence, ..."""
     if not has_pair(frame):
         msg = "needs both Japanese (ja) and English (en) requests"
-        return {"H1": _verdict(INCONCLUSIVE, None, msg), "H2": _verdict(INCONCLUSIVE, None, msg)}
-    lang = frame["lang"].astype(str).to_numpy()
-    request = frame["request_id"].astype(str).to_numpy()
-    n_ja = len(np.unique(request[lang == JA]))  # distinct prompts, not (run, prompt)
-    n_en = len(np.unique(request[lang == EN]))
-    if min(n_ja, n_en) < rules.min_requests:
-        msg = (
-            f"too little data: {n_ja} Japanese and {n_en} English requests "
-            f"(the rules need at least {rules.min_requests} of each)"
-        )
-        return {"H1": _verdict(INCONCLUSIVE, None, msg), "H2": _verdict(INCONCLUSIVE, None, msg)}
-    judged = row_mask(frame, "judged")
-    conf = frame["top1_prob"].to_numpy() if "top1_prob" in frame else np.full(len(frame), np.nan)
-    has_conf = judged & np.isfinite(conf)
-    use_conf = bool(has_conf.any())
-    method = frame["method"].astype(str).to_numpy()
-    free = np.isin(method, list(TRAINING_FREE))
-    return {
-        "H1": _h1(frame, rs, rules, judged, has_conf if use_conf else None, free),
-        "H2": _h2(frame, rs, rules, judged, has_conf if use_conf else None, free),
-    }
+        return {h: _verdict(INCONCLUSIVE, None, msg) for h in ("H1", "H2")}
+    out = {}
+    for name, decide_one, fams in (
+        ("H1", _h1, (TRAINED if TRAINED in parts.families else FREE, FREE)),
+        ("H2", _h2, (TRAINED, FREE)),
+    ):
+        # The prompts behind this hypothesis: every family it reads, both languages.
+        counts = [
+            (parts.families[f].get("prompts") or {})
+            for f in dict.fromkeys(fams)
+            if f in parts.families
+        ] or [parts.prompts]
+        ja = min(c.get(JA, 0) for c in counts)
+        en = min(c.get(EN, 0) for c in counts)
+        h = decide_one(parts, rules, min(ja, en))
+        if min(ja, en) < rules.min_prompts:
+            h["verdict"] = INSUFFICIENT
+            h["evidence"] = (
+                f"Too little data for a verdict: {ja} Japanese and {en} English prompts; the "
+                f"rules need at least {rules.min_prompts} per language. {h['evidence']}"
+            )
+        out[name] = h
+    return out
 
 
-def _h1(
-    frame: pd.DataFrame,
-    rs: Resampler,
-    rules: Rules,
-    judged: np.ndarray[Any, Any],
-    conf_rows: np.ndarray[Any, Any] | None,
-    free: np.ndarray[Any, Any],
-) -> dict[str, Any]:
-    if conf_rows is not None:
-        dec = decompose(frame, rs, "conf_bucket", conf_rows, rules.min_count)
-        basis = "the target's confidence"
-    else:
-        dec = decompose(frame, rs, "script", judged, rules.min_count)
-        basis = "script class (no logprobs in the runs)"
-    if dec is None:
-        return _verdict(INCONCLUSIVE, None, "no judged Japanese and English rows to decompose")
-    comp = dec["composition"]
-    c1 = tri(comp, rules.delta)
-    ngram = gap(frame, rs, free) if free.any() and has_pair(frame[free]) else None
-    c2 = tri(ngram, rules.delta) if ngram is not None else None
-    script = decompose(frame, rs, "script", judged, rules.min_count)
-    hard = ""
-    if script is not None:
-        worst = sorted(script["classes"], key=lambda c: c["composition"]["value"] or 0.0)[:3]
-        named = [
-            f"{c['class']} {100 * c['composition']['value']:+.1f} pp"
-            for c in worst
-            if c["composition"]["value"] is not None and c["composition"]["value"] < 0
-        ]
-        if named:
-            hard = f" Classes that make Japanese harder by their share: {', '.join(named)}."
-    text = (
-        f"Composition by {basis} accounts for {pp(comp)} of the {pp(dec['gap'])} judged-"
-        f"acceptance gap (Japanese minus English)."
-    )
-    if ngram is not None:
-        text += f" The training-free (n-gram) runs show a {pp(ngram)} gap."
-    else:
-        text += " No training-free (n-gram) run was given to check the gap for any drafter."
-    text += hard
-    if c1 == "yes" and c2 in (None, "yes"):
-        verdict = SUPPORTED
-    elif c1 == "yes":
-        verdict = INCONCLUSIVE
-        text += (
-            " The n-gram runs contradict it."
-            if c2 == "no"
-            else " The n-gram gap is too uncertain to confirm it."
+def _rule(
+    gap_j: dict[str, Any] | None, reading: str, check: str | None, rules: Rules
+) -> tuple[str, str]:
+    """(verdict, sentence to add): no deficit first, then the symmetric veto rule."""
+    if tri(gap_j, rules.delta) == NO:  # the judged gap's interval lies above −δ
+        return NO_DEFICIT, (
+            f" The judged gap is {pp(gap_j)}: Japanese is not worse than English here, "
+            "there is no deficit to explain."
         )
-    elif c1 == "no":
-        verdict = NOT_SUPPORTED
-    else:
-        verdict = INCONCLUSIVE
-    return _verdict(verdict, comp, text, basis=basis, ngram_gap=ngram)
+    verdict = combine(reading, check)
+    if verdict == INCONCLUSIVE and reading in (YES, NO):
+        return verdict, " The check disagrees with the effect."
+    return verdict, ""
 
 
-def _h2(
-    frame: pd.DataFrame,
-    rs: Resampler,
-    rules: Rules,
-    judged: np.ndarray[Any, Any],
-    conf_rows: np.ndarray[Any, Any] | None,
-    free: np.ndarray[Any, Any],
-) -> dict[str, Any]:
-    trained = ~free
-    if not trained.any() or not has_pair(frame[trained]):
-        return _verdict(
-            INCONCLUSIVE, None, "no trained-drafter run (only n-gram): H2 concerns learned drafters"
-        )
-    contrast = method_contrast(frame, rs, judged, trained) if free.any() else None
-    diff = contrast["difference"] if contrast is not None else None
-    if conf_rows is not None:
-        dec = decompose(frame, rs, "conf_bucket", conf_rows & trained, rules.min_count)
-        effect = dec["within"] if dec is not None else None
-        c1 = tri(effect, rules.delta)
-        text = (
-            f"At equal target confidence, trained drafters accept Japanese {pp(effect)} "
-            f"relative to English (the within-confidence part of the "
-            f"{pp(dec['gap'] if dec else None)} gap)."
-        )
-    elif diff is not None:
-        effect, c1 = diff, tri(diff, rules.delta_relative)
-        text = "No target logprobs in the runs: judged by the drafter comparison alone."
-    else:
+def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
+    fam = TRAINED if TRAINED in parts.families else FREE
+    block = parts.families.get(fam) or {}
+    dec = block.get("confidence")
+    if parts.conf_rows == 0:
         return _verdict(
             INCONCLUSIVE,
             None,
-            "needs target logprobs (trace with logprobs) or an n-gram run to compare against",
+            "The runs carry no target logprobs: the composition by the target's confidence "
+            "cannot be measured (trace with --logprobs).",
+            reading=NA,
         )
-    c2 = tri(diff, rules.delta_relative) if diff is not None else None
-    if diff is not None:
-        text += (
-            f" Relative Japanese gap: trained {pct(contrast['relative_gap_trained'])}, "  # type: ignore[index]
-            f"n-gram {pct(contrast['relative_gap_training_free'])}; "  # type: ignore[index]
-            f"difference {pct(diff)}."
+    if dec is None:
+        return _verdict(INCONCLUSIVE, None, "No judged Japanese and English rows to split.")
+    effect = dec["composition"]
+    reading = tri(effect, rules.delta)
+    check = None
+    check_reading = None
+    other = (parts.families.get(FREE) or {}).get("confidence") if fam == TRAINED else None
+    if other is not None:
+        check = other["composition"]
+        check_reading = tri(check, rules.delta)
+    gap_j = block.get("gap_judged")
+    label = "trained drafters" if fam == TRAINED else "training-free drafters"
+    text = (
+        f"Judged-acceptance gap of the {label} (Japanese minus English): {pp(gap_j)}. "
+        f"Split by the target's confidence: shared composition {pp(effect)}, within "
+        f"{pp(dec['within'])}, out of support {pp(dec['out_of_support'])} "
+        f"({1 - dec['support']['share_ja']:.0%} of Japanese and "
+        f"{1 - dec['support']['share_en']:.0%} of English rows lie outside the shared bins)."
+    )
+    if check is not None:
+        text += f" Check, the n-gram drafter's shared composition: {pp(check)}."
+    elif fam == TRAINED:
+        text += " No training-free (n-gram) run on the same prompts: the check is missing."
+    verdict, note = _rule(gap_j, reading, check_reading, rules)
+    text += note
+    return _verdict(
+        verdict,
+        effect,
+        text,
+        family=fam,
+        estimand="shared composition of the judged gap by the target's confidence",
+        reading=reading,
+        check=_check(check, check_reading, "shared composition, training-free drafters"),
+        power=_power(effect, parts.df, rules, n),
+        caveat=CONFIDENCE_CAVEAT,
+    )
+
+
+def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
+    if TRAINED not in parts.families:
+        return _verdict(
+            INCONCLUSIVE, None, "No trained-drafter run: H2 concerns learned drafters.", reading=NA
         )
-    contradicts = (
-        c1 == "yes" and diff is not None and diff["ci_low"] is not None and diff["ci_low"] > 0
-    ) or (c1 == "no" and c2 == "yes")
-    if contradicts:
-        verdict = INCONCLUSIVE
-        text += " The two signals disagree."
-    else:
-        verdict = {"yes": SUPPORTED, "no": NOT_SUPPORTED}.get(c1, INCONCLUSIVE)
-    return _verdict(verdict, effect, text, method_contrast=contrast)
+    if parts.conf_rows == 0:
+        return _verdict(
+            INCONCLUSIVE,
+            None,
+            "The runs carry no target logprobs: 'at equal target confidence' cannot be "
+            "measured (trace with --logprobs).",
+            reading=NA,
+        )
+    if parts.contrast is None:
+        return _verdict(
+            INCONCLUSIVE,
+            None,
+            "H2 is a contrast against the training-free (n-gram) drafter on the same prompts; "
+            "no n-gram run was given.",
+            reading=NA,
+        )
+    effect = parts.contrast["difference"]
+    check = parts.contrast["within_trained"]
+    reading, check_reading = tri(effect, rules.delta), tri(check, rules.delta)
+    gap_j = (parts.families.get(TRAINED) or {}).get("gap_judged")
+    text = (
+        f"At equal target confidence, the trained drafters' Japanese gap is {pp(check)} and "
+        f"the n-gram drafter's {pp(parts.contrast['within_training_free'])}; difference "
+        f"{pp(effect)}."
+    )
+    verdict, note = _rule(gap_j, reading, check_reading, rules)
+    text += note
+    return _verdict(
+        verdict,
+        effect,
+        text,
+        family=TRAINED,
+        estimand="difference in differences of the within-confidence Japanese gap, "
+        "trained minus training-free drafters",
+        reading=reading,
+        check=_check(check, check_reading, "within-confidence gap, trained drafters"),
+        power=_power(effect, parts.df, rules, n),
+        caveat=H2_CAVEAT + " " + CONFIDENCE_CAVEAT,
+    )
+
+
+def _check(effect: dict[str, Any] | None, reading: str | None, name: str) -> dict[str, Any] | None:
+    if effect is None:
+        return None
+    return {"name": name, **effect, "reading": reading or NA}

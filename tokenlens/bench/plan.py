@@ -20,7 +20,7 @@ from typing import Any
 
 from tokenlens.engine.config import METHODS_WITH_DRAFT_MODEL
 from tokenlens.errors import TokenlensError
-from tokenlens.prompts import Prompt, read_prompts
+from tokenlens.prompts import Prompt, normalise_lang, read_prompts
 
 BASELINE = "none"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -269,7 +269,7 @@ def _corpus(i: int, data: Any, base: Path) -> CorpusEntry:
     return CorpusEntry(
         name=name,
         path=path,
-        langs=t.strings("langs", ("ja", "en")) or ("ja", "en"),
+        langs=tuple(normalise_lang(x) for x in t.strings("langs", ("ja", "en")) or ("ja", "en")),
         lengths=t.strings("lengths", None),
         limit=limit,
     )

@@ -1,8 +1,9 @@
 """Run a bench plan: warm-up and measured repeats per case, one engine per model+method+k.
 
 Each finished case leaves ``runs/<case>/`` (a run directory of its first measured
-repeat, with events) and ``runs/<case>/case.json`` (its results row); ``results.csv``,
-``results.md`` and ``report.html`` are rewritten from those after every case. A bench
+repeat, with events) and ``runs/<case>/case.json`` (its results row); ``results.csv``
+and ``results.md`` are rewritten from those after every case. The HTML report sits a
+stage above the bench: the caller (the CLI, the demo) writes it from those files. A bench
 interrupted at case N therefore resumes at case N: finished cases are read back, never
 re-run. Acceptance figures are vLLM's counters differenced around the measured repeats
 of the case; speed is output tokens (characters, UTF-8 bytes) over the wall time of
@@ -78,7 +79,6 @@ class BenchResult:
     out: Path
     results_csv: Path
     results_md: Path
-    report: Path
     rows: list[Row] = field(default_factory=list)
     resumed: int = 0
 
@@ -486,7 +486,7 @@ def _requests_total(plan: Plan, cases: Sequence[Case]) -> int:
 
 
 def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
-    """Run (or resume) every case of the plan and write the tables and the report."""
+    """Run (or resume) every case of the plan and write results.csv and results.md."""
     plan = validated_plan(config.plan, require_vllm=config.server is None)
     if config.server is not None:
         return _run_server(config, plan, progress)
@@ -526,16 +526,12 @@ def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
 
 
 def _finish(bench: _Bench, resumed: int) -> BenchResult:
-    from tokenlens.report.bench import write_bench_report
-
     bench.write_info(status="complete")
     bench.write_tables()
-    report = write_bench_report(bench.out)
     return BenchResult(
         out=bench.out,
         results_csv=bench.out / RESULTS_CSV,
         results_md=bench.out / RESULTS_MD,
-        report=report,
         rows=bench.ordered_rows(),
         resumed=resumed,
     )

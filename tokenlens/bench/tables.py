@@ -9,34 +9,18 @@ because a token carries ~1.5 characters of Japanese but ~4 of English: the same
 tok/s is not the same amount of text.
 
 The output depends only on the rows (in plan order) and ``bench.json``, so it is
-golden-tested. Number formats live in :data:`FORMATS`; the HTML report uses them too.
+golden-tested. Numbers, names and tables are written by :mod:`tokenlens.format`, as in
+every other table of tokenlens; the HTML report uses the same cells.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tokenlens.bench.results import Row
+from tokenlens.format import MISSING, code, lang_order, md, md_table, num, qty, spread
 
-# A value that is missing or does not apply (acceptance of a baseline, speedup
-# without a baseline, a language a method was not run in).
-MISSING = "–"
-
-# Every number format of the bench tables (format specs), in one place.
-FORMATS: dict[str, str] = {
-    "rate": ".1f",  # tok/s, chars/s, bytes/s
-    "acc": ".2f",  # acceptance rate, per-position acceptance (as in the study table)
-    "speedup": ".2f",  # × the baseline
-    "ratio": ".2f",  # EN/JA
-    "length": ".2f",  # mean acceptance length
-    "cv": ".1%",  # coefficient of variation of tok/s over repeats
-    "seconds": ".3f",  # TTFT, wall time
-}
-
-# Japanese and English first: the comparison the project studies.
-LANG_ORDER = ("ja", "en")
 # The ratio column, when both languages are present: English over Japanese.
 RATIO = ("en", "ja")
 
@@ -63,36 +47,6 @@ LEGEND = (
     "- **pos j**: unconditional acceptance at draft position j, accepted at j / drafts.",
     f"- {MISSING}: missing or does not apply.",
 )
-
-
-def fmt(value: Any, kind: str) -> str:
-    """``value`` in the format of ``kind`` (a key of :data:`FORMATS`), or :data:`MISSING`."""
-    if value is None:
-        return MISSING
-    number = float(value)
-    return format(number, FORMATS[kind]) if math.isfinite(number) else MISSING
-
-
-def spread(median: Any, low: Any, high: Any, kind: str) -> str:
-    """``12.3 (11.9–12.5)``: a median with the min–max over repeats, the range left out
-    when it would print as nothing (one repeat, or it rounds away)."""
-    text = fmt(median, kind)
-    lo, hi = fmt(low, kind), fmt(high, kind)
-    if text == MISSING or MISSING in (lo, hi) or lo == hi:
-        return text
-    return f"{text} ({lo}–{hi})"
-
-
-def speedup(value: Any) -> str:
-    """``1.56×``."""
-    text = fmt(value, "speedup")
-    return text if text == MISSING else text + "×"
-
-
-def lang_order(langs: Iterable[str]) -> list[str]:
-    """Distinct languages, Japanese and English first, the others alphabetically."""
-    distinct = set(langs)
-    return [x for x in LANG_ORDER if x in distinct] + sorted(distinct - set(LANG_ORDER))
 
 
 def lang_of(row: Mapping[str, Any]) -> str:
@@ -153,21 +107,8 @@ def variants(rows: Iterable[Row]) -> list[Row]:
     return sorted(first.values(), key=lambda row: not is_baseline(row))  # stable
 
 
-def _md(value: Any) -> str:
-    """Text safe in a Markdown table cell (a ``|`` would start a new cell)."""
-    return " ".join(str(value).split()).replace("|", "\\|")
-
-
-def _table(header: list[str], body: list[list[str]], text: tuple[int, ...] = (0,)) -> list[str]:
-    """A Markdown table; numbers right-aligned, the ``text`` columns left-aligned."""
-    align = ["---" if i in text else "---:" for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in body]
-    return [*lines, ""]
-
-
-class _Group:
-    """One group's cases, indexed by (method, k) and language."""
+class BenchGroup:
+    """One group's cases (:func:`groups`), indexed by (method, k) and language."""
 
     def __init__(self, rows: list[Row]) -> None:
         self.label = group_label(rows[0])
@@ -192,26 +133,31 @@ class _Group:
     def metric_table(self, value: str, speedup_col: str, unit: str) -> list[str]:
         langs = self.langs
         header = ["method", "k"]
-        header += [f"{_md(lang.upper())} {unit}" for lang in langs]
-        header += [f"{_md(lang.upper())} acc" for lang in langs]
-        header += [f"{_md(lang.upper())} speedup" for lang in langs]
+        header += [f"{md(lang.upper())} {unit}" for lang in langs]
+        header += [f"{md(lang.upper())} acc" for lang in langs]
+        header += [f"{md(lang.upper())} speedup" for lang in langs]
         if self.ratio():
             header.append("/".join(lang.upper() for lang in RATIO))
         body = []
         for variant in self.variants:
-            cells = [_md(method_name(variant)), str(variant_key(variant)[1])]
+            cells = [md(method_name(variant)), str(variant_key(variant)[1])]
             for lang in langs:
                 row = self.cells.get((variant_key(variant), lang)) or {}
                 cells.append(
-                    spread(row.get(value), row.get(value + "_min"), row.get(value + "_max"), "rate")
+                    spread(
+                        row.get(value),
+                        row.get(value + "_min"),
+                        row.get(value + "_max"),
+                        "throughput",
+                    )
                 )
-            cells += [fmt(self.get(variant, lang, "acceptance_rate"), "acc") for lang in langs]
-            cells += [speedup(self.get(variant, lang, speedup_col)) for lang in langs]
+            cells += [num(self.get(variant, lang, "acceptance_rate"), "rate") for lang in langs]
+            cells += [qty(self.get(variant, lang, speedup_col), "speedup") for lang in langs]
             if self.ratio():
                 top, bottom = (self.get(variant, lang, value) for lang in RATIO)
-                cells.append(fmt(top / bottom if top is not None and bottom else None, "ratio"))
+                cells.append(num(top / bottom if top is not None and bottom else None, "ratio"))
             body.append(cells)
-        return _table(header, body)
+        return md_table(header, body, right=range(1, len(header)))
 
     def position_table(self) -> list[str]:
         body: list[list[str]] = []
@@ -225,24 +171,24 @@ class _Group:
                     continue
                 per_position = list(row.get("acceptance_per_position") or [])
                 width = max(width, len(per_position))
-                cells = [_md(method_name(variant)), str(variant_key(variant)[1]), _md(lang)]
-                body.append(cells + [fmt(value, "acc") for value in per_position])
+                cells = [md(method_name(variant)), str(variant_key(variant)[1]), md(lang)]
+                body.append(cells + [num(value, "rate") for value in per_position])
         if not body:
             return []
         body = [cells + [MISSING] * (3 + width - len(cells)) for cells in body]
         header = ["method", "k", "lang"] + [f"pos {j}" for j in range(1, width + 1)]
         title = "### Acceptance by draft position (unconditional: accepted at j / drafts)"
-        return [title, "", *_table(header, body, text=(0, 2))]
+        return [title, "", *md_table(header, body, right=[1, *range(3, len(header))])]
 
     def markdown(self) -> list[str]:
-        lines = [f"## {_md(self.label)}", ""]
+        lines = [f"## {md(self.label)}", ""]
         for title, value, speedup_col, unit in _METRICS:
             lines += [f"### {title}", "", *self.metric_table(value, speedup_col, unit)]
         lines += self.position_table()
         for row, kept in self.duplicates:
             lines += [
-                f"Not shown: case {_md(row.get('case_id'))}, same method, k and language "
-                f"as case {_md(kept.get('case_id'))}.",
+                f"Not shown: case {md(row.get('case_id'))}, same method, k and language "
+                f"as case {md(kept.get('case_id'))}.",
                 "",
             ]
         return lines
@@ -251,14 +197,14 @@ class _Group:
 def _header(bench: Mapping[str, Any], cases: int) -> list[str]:
     plan = bench.get("plan")
     plan = plan if isinstance(plan, Mapping) else {}
-    title = "# tokenlens bench" + (f": {_md(plan['name'])}" if plan.get("name") else "")
+    title = "# tokenlens bench" + (f": {md(plan['name'])}" if plan.get("name") else "")
     lines = [title, ""]
     if plan.get("description"):
-        lines += [str(plan["description"]).strip(), ""]
+        lines += [md(plan["description"]), ""]
     if bench.get("signature"):
-        lines += [f"`{bench['signature']}`", ""]
+        lines += [code(bench["signature"]), ""]
     facts = [
-        f"{name} {bench[key]}"
+        f"{name} {md(bench[key])}"
         for name, key in (("tokenlens", "tokenlens_version"), ("vLLM", "vllm_version"))
         if bench.get(key)
     ]
@@ -267,9 +213,9 @@ def _header(bench: Mapping[str, Any], cases: int) -> list[str]:
         facts.append(f"{cases if done is None else done} of {total} cases")
     else:
         facts.append(f"{cases} cases")
-    facts += [str(bench[key]) for key in ("created_at",) if bench.get(key)]
+    facts += [md(bench[key]) for key in ("created_at",) if bench.get(key)]
     if bench.get("server"):
-        facts.append(f"server {bench['server']}")
+        facts.append(f"server {md(bench['server'])}")
     lines += [" · ".join(facts), ""]
     if done is not None and total is not None and done < total:
         lines += [f"**Partial**: {done} of {total} cases done; the tables show those.", ""]
@@ -281,7 +227,7 @@ def results_markdown(rows: list[Row], bench: Mapping[str, Any] | None = None) ->
     ``bench.json`` (any key may be missing)."""
     lines = _header(bench or {}, len(rows))
     for group in groups(rows):
-        lines += _Group(group).markdown()
+        lines += BenchGroup(group).markdown()
     if not rows:
         lines += ["No cases yet.", ""]
     lines += ["## Legend", "", *LEGEND, ""]

@@ -10,6 +10,7 @@ something this vLLM does not know fails before any engine starts.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import typing
 from dataclasses import dataclass
 
@@ -29,12 +30,22 @@ class VllmVocabulary:
 
 
 def vllm_vocabulary() -> VllmVocabulary:
-    """Import vLLM's config modules (no model, no device) and collect accepted names."""
-    from vllm.config import model as model_config
-    from vllm.config import speculative
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
-    from vllm.model_executor.model_loader import LoadFormats
+    """Import vLLM's config modules (no model, no device) and collect accepted names.
+
+    Imported here, before vLLM configures its logging, vLLM's platform notes ("Triton
+    is installed, but ...") would reach stderr through Python's last-resort handler;
+    they say nothing about a plan, so a null handler takes them during the import.
+    """
+    quiet = logging.NullHandler()
+    logging.getLogger("vllm").addHandler(quiet)
+    try:
+        from vllm.config import model as model_config
+        from vllm.config import speculative
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+        from vllm.model_executor.model_loader import LoadFormats
+    finally:
+        logging.getLogger("vllm").removeHandler(quiet)
 
     return VllmVocabulary(
         methods=frozenset(typing.get_args(speculative.SpeculativeMethod)),

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from tokenlens import __version__
-from tokenlens.cli import analyze, bench, demo, doctor, models, tokens, trace
+from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, tokens, trace
 from tokenlens.errors import TokenlensError
 
 DESCRIPTION = """\
@@ -32,10 +32,11 @@ Start here:
   tokenlens trace --prompts corpora/demo.jsonl --method draft_model --out runs/dm3
   tokenlens analyze runs/dm3 --out out/dm3
   tokenlens tokens --corpus corpora/demo.jsonl --tokenizer qwen3.5 --out out/tok
+  tokenlens corpora check        the prompt corpora against their rules
   tokenlens doctor               check vLLM, the plugin, the platform before a long run
 """
 
-_COMMANDS = (demo, bench, trace, analyze, tokens, models, doctor)
+_COMMANDS = (demo, bench, trace, analyze, tokens, models, corpora, doctor)
 
 
 class OneLineParser(argparse.ArgumentParser):

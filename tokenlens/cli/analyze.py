@@ -18,18 +18,31 @@ tokens. Rates by token class count only *judged* positions (every accepted draft
 the first rejected one of each step), each classified by the token that came out
 there; later positions were never compared with the target.
 
-Every interval is a 95% percentile bootstrap that resamples whole requests (tokens of
-one request are not independent), seeded by --seed. The Japanese - English gap is
-split into composition (Japanese has more hard positions) and within-class parts, and
-two verdicts are given: H1 (tokenization / text structure) and H2 (training data),
-each supported, not_supported or inconclusive, with the numbers behind it.
+Units of evidence are prompts: every 95% interval comes from a bootstrap that
+resamples whole prompt pairs (or prompts, by language), jointly across all runs given,
+seeded by --seed. The Japanese - English gap of each drafter family is split into
+shared composition (Japanese has more of the positions where the target is unsure),
+shared within (at equal target confidence the drafter misses more) and out of support
+(rows only one language has); a part the data cannot support is "not estimable", never
+zero. Two verdicts follow: H1 (tokenization / text structure) and H2 (training data),
+each supported, not_supported, no_japanese_deficit, inconclusive or insufficient_data
+(fewer than --min-prompts prompts per language), with the numbers behind it and the
+number of prompts a verdict would need.
 
-Give an n-gram run beside a trained drafter's: H1 must show for n-gram drafting too,
-and H2 predicts that trained drafters lose relatively more on Japanese. Trace with
+Give an n-gram run on the same prompts beside a trained drafter's: it is H1's check
+and H2's control (H2 is the trained minus n-gram within-confidence gap). Trace with
 top-k logprobs so that "at equal target confidence" can be measured.
 
 Writes DIR/tokens.parquet (one row per draft event), DIR/summary.json and DIR/tables.md.
 See docs/analysis.md for every definition and rule.
+
+Before any work every input is checked, and analyze refuses in one line: token ids
+that do not decode to the request's text with the run's tokenizer (or --tokenizer),
+runs with different tokenizers (without --tokenizer), a run given twice (the same
+directory, or a copy), a partial run (without --allow-partial), events that do not
+match the run's counters (without --allow-unreconciled), and an --out that is a file
+or holds files analyze did not write (without --overwrite). Runs let through by an
+--allow flag are named at the top of the report and FINDINGS.
 """
 
 EPILOG = """\
@@ -39,10 +52,12 @@ examples:
   tokenlens analyze runs/dm3 --out out/dm3 --bootstrap 2000 --seed 7
   tokenlens analyze runs/dm3 --out out/dm3 --draft-cost 0.3
   tokenlens analyze runs/dm* --out out/all --bench out/bench
+  tokenlens analyze runs/crashed --out out/crashed --allow-partial
 
 --draft-cost is the cost of one draft token relative to one target forward pass
 (the speed model's c); without it, --bench fits c from measured tok/s, else a
-per-method default (0 for n-gram, 0.1 otherwise) is used and marked as such.
+per-method default (0 for n-gram, 0.1 otherwise) is assumed, marked as such, and no
+best k is recommended.
 """
 
 
@@ -72,8 +87,8 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         default=30,
         metavar="N",
-        help="groups with fewer judged rows are flagged sparse and left out of the "
-        "decomposition and verdicts (default: %(default)s)",
+        help="groups with fewer judged rows are flagged sparse in the tables and left out "
+        "of the exploratory per-class comparisons (default: %(default)s)",
     )
     parser.add_argument(
         "--tokenizer",
@@ -88,6 +103,21 @@ def register(subparsers: Any) -> None:
         help="practical threshold of the verdicts, in acceptance (default: %(default)s)",
     )
     parser.add_argument(
+        "--min-prompts",
+        type=positive_int,
+        default=30,
+        metavar="N",
+        help="prompts per language below which both verdicts are insufficient_data "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--interval",
+        choices=("t", "percentile"),
+        default="t",
+        help="interval method: t (bootstrap SE, t with G-1 df; Wilson for rates; measured "
+        "coverage in docs/analysis.md) or percentile (default: %(default)s)",
+    )
+    parser.add_argument(
         "--draft-cost", type=float, metavar="C", help="draft cost / target cost for the speed model"
     )
     parser.add_argument(
@@ -99,6 +129,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--no-regression", action="store_true", help="skip the logistic regression (faster)"
     )
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="analyse partial runs (a trace that did not finish) instead of refusing them",
+    )
+    parser.add_argument(
+        "--allow-unreconciled",
+        action="store_true",
+        help="analyse runs whose events do not match their counters instead of refusing them",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an --out directory that holds files analyze did not write",
+    )
     add_progress_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -106,6 +151,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Parse the options into a config, analyse, print where the outputs are."""
     from tokenlens.analysis import AnalyzeConfig, run_analyze
+    from tokenlens.report import write_analyze_report
 
     config = AnalyzeConfig(
         runs=tuple(args.runs),
@@ -118,6 +164,11 @@ def run(args: argparse.Namespace) -> int:
         draft_cost=args.draft_cost,
         bench=args.bench,
         regression=not args.no_regression,
+        min_prompts=args.min_prompts,
+        interval=args.interval,
+        allow_partial=args.allow_partial,
+        allow_unreconciled=args.allow_unreconciled,
+        overwrite=args.overwrite,
     )
     progress = progress_for(args)
     try:
@@ -126,6 +177,6 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     for name, h in result.summary["hypotheses"].items():
         say(f"{name}: {h['verdict']}")
-    say(f"report: {result.report_path}")
+    say(f"report: {write_analyze_report(result.summary_path.parent)}")
     say(str(result.summary_path.parent))
     return 0

@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise SystemExit("tokenlens bench: error: --out is required (see 'tokenlens bench --help')")
     from tokenlens.bench.run import BenchConfig, run_bench
+    from tokenlens.report import write_bench_report
 
     config = BenchConfig(
         plan=args.plan,
@@ -95,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_for(args)
     result = run_bench(config, progress)
     progress.close()
+    report = write_bench_report(result.out)
     if result.resumed:
         say(f"resumed: {result.resumed} finished cases kept")
     say(f"results:  {result.results_csv}")
     say(f"tables:   {result.results_md}")
-    say(f"report:   {result.report}")
+    say(f"report:   {report}")
     return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenlens.cli.common import corpus_file
+from tokenlens.cli.common import add_progress_flag, corpus_file, progress_for, say
 
 DESCRIPTION = """\
 Tokenise every prompt of a corpus and classify every token, without running a model.
@@ -28,9 +28,11 @@ examples:
   tokenlens tokens --corpus corpora/demo.jsonl --tokenizer qwen3.5 --out out/tok
   tokenlens tokens --corpus my.jsonl --tokenizer qwen2.5 --out out/tok-q25
   tokenlens tokens --corpus my.jsonl --tokenizer ~/models/Qwen3-8B --out out/tok-hf
+  tokenlens tokens --corpus corpora/policy.jsonl --out out/tok --quiet   (no progress bars)
 
 --tokenizer takes a built-in offline name (qwen3.5, qwen3.6, qwen2.5, qwen2, qwen3)
-or a path to a Hugging Face tokenizer.json or a directory holding one.
+or a path to a Hugging Face tokenizer.json or a directory holding one. Language tags
+are grouped by their primary subtag (ja, JA and ja-JP are one language), as analyze does.
 """
 
 
@@ -63,19 +65,19 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="output directory (created if missing)",
     )
+    add_progress_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Parse the options into a config and run the study; print where it wrote."""
-    from tokenlens.progress import TqdmProgress
     from tokenlens.text.study import TokensConfig, run_tokens_study
 
     config = TokensConfig(corpus=args.corpus, tokenizer=args.tokenizer, out=args.out)
-    progress = TqdmProgress()
+    progress = progress_for(args)
     try:
         result = run_tokens_study(config, progress=progress)
     finally:
         progress.close()
-    print(result.markdown_path.parent)
+    say(str(result.markdown_path.parent))
     return 0

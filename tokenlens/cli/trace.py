@@ -19,7 +19,7 @@ from tokenlens.cli.common import (
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.tiny import TINY_NAMES
-from tokenlens.trace import BASELINE, TraceConfig, run_trace
+from tokenlens.trace import BASELINE, TraceConfig, resume_trace, run_trace
 
 # vLLM 0.32's load formats (vllm.model_executor.model_loader.LoadFormats), copied because
 # the CLI process never imports vLLM.
@@ -62,6 +62,16 @@ examples:
   TOKENLENS_TRACE_DIR=/traces vllm serve ... &     (a server with the plugin enabled)
   tokenlens trace --prompts p.jsonl --server http://127.0.0.1:8000 --server-trace-dir /traces \\
       --method draft_model --num-spec 3 --out runs/served
+  tokenlens trace --resume runs/dm3      (complete a partial run: only the missing prompts)
+
+Every prompt is measured with the target's tokenizer and chat template before the
+engine starts; one longer than --max-model-len minus its max_tokens is refused by name.
+
+If the trace is killed or the engine dies, the run directory stays `partial` and holds
+every finished request and the plugin's step files. `--resume RUN` keeps the finished
+requests with their events, generates only the missing prompts with the run's own
+settings (from its manifest), and reconciles the new part exactly with the new
+engine's counters (docs/formats.md says what is and is not reconciled).
 """
 
 
@@ -74,11 +84,16 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--prompts",
-        required=True,
         type=corpus_file,
-        help="prompt file (JSONL), or the name of a shipped corpus (demo, policy, ...)",
+        help="prompt file (JSONL) or a shipped corpus name (demo, policy, ...); required",
     )
-    p.add_argument("--out", required=True, type=Path, help="run directory to create")
+    p.add_argument("--out", type=Path, help="run directory to create; required")
+    p.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN",
+        help="complete the partial run RUN with its own settings (no other options)",
+    )
     p.add_argument(
         "--model",
         help="target model: path, hub id, 'target' (default: embedded 1.5B), or a tiny "
@@ -167,6 +182,12 @@ def register(sub: Any) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     add_progress_flag(p)
     p.set_defaults(handler=run)
+    DEFAULTS.update(vars(p.parse_args([])))
+
+
+# Every option's default, to tell which options a --resume was given besides RUN.
+DEFAULTS: dict[str, Any] = {}
+RESUME_MAY_COMBINE = {"resume", "quiet", "handler", "command"}
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -182,7 +203,28 @@ def parse_options(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def resume(args: argparse.Namespace) -> int:
+    extra = sorted(
+        key
+        for key, value in vars(args).items()
+        if key not in RESUME_MAY_COMBINE and key in DEFAULTS and value != DEFAULTS[key]
+    )
+    if extra:
+        flag = "--" + extra[0].replace("_", "-")
+        raise TokenlensError(f"--resume takes every setting from the run's manifest: drop {flag}")
+    progress = progress_for(args)
+    out = resume_trace(args.resume, progress)
+    progress.close()
+    say(f"run completed in {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.resume is not None:
+        return resume(args)
+    for flag, value in (("--prompts", args.prompts), ("--out", args.out)):
+        if value is None:
+            raise TokenlensError(f"the following arguments are required: {flag}")
     if args.temperature < 0:
         raise TokenlensError("--temperature must be >= 0")
     config = TraceConfig(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import signal
@@ -24,22 +25,97 @@ from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt
 
 
+def effective_max_tokens(own: int | None, default: int | None, cap: int | None) -> int | None:
+    """The output length a prompt is sent with: its own, else ``default``, never above ``cap``.
+
+    ``cap`` only ever lowers the length (to shorten a study); with no ``default`` a
+    prompt without its own length gets ``cap`` itself. Trace's signature is computed
+    with this same function, so it describes what was sent.
+    """
+    limit = own or default
+    if cap is None:
+        return limit
+    return cap if limit is None else min(limit, cap)
+
+
+WORKER = "tokenlens.engine.worker"
+
+
 def jobs_from_prompts(
-    prompts: list[Prompt], chat: bool = True, cap: int | None = None
+    prompts: list[Prompt], chat: bool = True, cap: int | None = None, default: int | None = None
 ) -> list[PromptJob]:
     """Chat prompts go through the model's chat template; ``chat=False`` sends raw text.
 
-    ``cap`` bounds every prompt's own ``max_tokens`` (to shorten a study, not to lengthen it).
+    ``max_tokens`` per job: :func:`effective_max_tokens` of the prompt's own, ``default``
+    (the run's ``--max-tokens``) and ``cap``.
     """
     return [
         PromptJob(
             prompt_id=p.id,
             messages=p.as_messages() if chat or p.messages is not None else None,
             text=None if chat or p.messages is not None else p.text,
-            max_tokens=min(p.max_tokens, cap) if p.max_tokens and cap else (p.max_tokens or cap),
+            max_tokens=effective_max_tokens(p.max_tokens, default, cap),
         )
         for p in prompts
     ]
+
+
+def load_hf_tokenizer(name: str) -> Any:
+    """The Hugging Face tokenizer vLLM would load for ``name`` (a model directory or hub id).
+
+    transformers' warnings about the tokenizer files are vLLM's business (they are in
+    ``engine.log``) and stay off the user's terminal here.
+    """
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(logging.ERROR)
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as exc:
+        detail = " ".join(str(exc).split())[:300]
+        raise TokenlensError(
+            f"cannot load the tokenizer of {name} to check prompt lengths: {detail}"
+        ) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def check_prompt_lengths(
+    config: EngineConfig, jobs: list[PromptJob], default_max_tokens: int, tokenizer: Any = None
+) -> dict[str, int]:
+    """Refuse, naming the prompt, any job that cannot fit ``max_model_len`` with its output.
+
+    Each prompt is rendered exactly as the worker renders it
+    (:func:`tokenlens.engine.worker.render_prompt`) with the target's tokenizer, and
+    must leave room for its ``max_tokens``: ``prompt tokens + max_tokens <=
+    max_model_len``. vLLM would find a too-long prompt only after the engine start (a
+    minute here) and fail the whole run. Returns the prompt length of every job.
+    """
+    from tokenlens.engine.worker import render_prompt
+
+    if tokenizer is None:
+        tokenizer = load_hf_tokenizer(config.tokenizer or config.model)
+    limit = config.max_model_len
+    lengths: dict[str, int] = {}
+    for job in jobs:
+        max_tokens = job.max_tokens or default_max_tokens
+        try:
+            n = len(render_prompt(tokenizer, job, config.chat_template_kwargs))
+        except Exception as exc:
+            detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+            raise TokenlensError(
+                f"prompt {job.prompt_id!r}: the model's chat template failed: {detail}"
+            ) from None
+        if n + max_tokens > limit:
+            raise TokenlensError(
+                f"prompt {job.prompt_id!r} is {n} tokens long (chat template included); "
+                f"with max_tokens {max_tokens} it needs {n + max_tokens} > max_model_len "
+                f"{limit}: shorten it, lower its max_tokens, or raise --max-model-len"
+            )
+        lengths[job.prompt_id] = n
+    return lengths
 
 
 def _last_error(log: Path) -> str:
@@ -107,7 +183,7 @@ class Engine:
         log = self.log_path.open("ab")
         env = {**os.environ, **self.env}
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tokenlens.engine.worker", str(listener.address)],
+            [sys.executable, "-m", WORKER, str(listener.address), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -1,7 +1,10 @@
 """The engine worker: a subprocess that owns one vLLM ``LLM`` and serves requests.
 
 Started by :class:`tokenlens.engine.runner.Engine` as ``python -m
-tokenlens.engine.worker ADDRESS``; the authkey arrives on stdin. Messages are tuples
+tokenlens.engine.worker ADDRESS PARENT_PID``; the authkey arrives on stdin. The worker
+leads its own process group (vLLM's engine processes are in it) and ends that whole
+group when its parent dies (:func:`die_with_parent`), so a killed trace never leaves an
+engine generating into its run directory. Messages are tuples
 over a ``multiprocessing.connection`` socket:
 
 - parent -> worker: ``("start", EngineConfig)``, ``("generate", [PromptJob],
@@ -14,12 +17,16 @@ All vLLM contact of the in-process path is in this module.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
@@ -161,15 +168,25 @@ def read_total(llm: Any, name: str) -> int:
     return sum(int(m.value) for m in llm.get_metrics() if m.name == name)
 
 
-def _render(llm: Any, job: PromptJob, template_kwargs: dict[str, Any]) -> dict[str, Any]:
-    tokenizer = llm.get_tokenizer()
+def render_prompt(tokenizer: Any, job: PromptJob, template_kwargs: dict[str, Any]) -> list[int]:
+    """The prompt token ids the engine receives for ``job``.
+
+    Chat messages go through the tokenizer's chat template (with the generation
+    prompt), raw text is encoded as is. Public so that the caller can measure prompts
+    with exactly this rendering (and a Hugging Face tokenizer of the same model) before
+    it spends a minute starting the engine.
+    """
     if job.messages is not None:
         text = tokenizer.apply_chat_template(
             job.messages, tokenize=False, add_generation_prompt=True, **template_kwargs
         )
     else:
         text = job.text or ""
-    return {"prompt_token_ids": tokenizer.encode(text, add_special_tokens=False)}
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def _render(llm: Any, job: PromptJob, template_kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {"prompt_token_ids": render_prompt(llm.get_tokenizer(), job, template_kwargs)}
 
 
 def _logprobs(seq: Any) -> tuple[TokenLogprobs, ...] | None:
@@ -231,6 +248,36 @@ class _Submissions:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
+FINISHED_PREFIX = "finished-"
+"""``finished-<pid>.jsonl`` beside the step files: one finished request per line."""
+
+
+class _Finished:
+    """Every finished request as vLLM returned it, appended the moment it finishes.
+
+    A run whose trace process or engine is killed keeps these beside the step files;
+    salvage and ``trace --resume`` take their outputs, texts, logprobs and finish
+    reasons from here instead of rebuilding them, and re-run only the prompts that
+    have no line here.
+    """
+
+    def __init__(self, trace_dir: str | None) -> None:
+        self.path = (
+            None
+            if trace_dir is None
+            else os.path.join(trace_dir, f"{FINISHED_PREFIX}{os.getpid()}.jsonl")
+        )
+
+    def add(self, requests: list[GeneratedRequest]) -> None:
+        if self.path is None:
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            for req in requests:
+                fh.write(json.dumps(asdict(req), ensure_ascii=False) + "\n")
+            fh.flush()
+
+
 def _run(
     llm: Any,
     jobs: list[PromptJob],
@@ -239,9 +286,11 @@ def _run(
     concurrency: int,
     log: _Submissions,
     conn: Connection | None,
+    done: _Finished | None = None,
 ) -> list[Any]:
     """Keep ``concurrency`` requests in flight (our ids), stepping until all finish."""
     engine = llm.llm_engine
+    by_rid = {job.rid: job for job in jobs}
     pending = list(zip(jobs, prompts, params, strict=True))
     pending.reverse()
     in_flight = 0
@@ -255,6 +304,8 @@ def _run(
             if output.finished:
                 finished[output.request_id] = output
                 in_flight -= 1
+                if done is not None:
+                    done.add(_convert(by_rid[output.request_id], output))
                 if conn is not None:
                     conn.send(("progress", 1))
     return [finished[job.rid] for job in jobs]
@@ -280,7 +331,8 @@ def generate(
     params = [SamplingParams(**sampling.to_vllm(job.max_tokens)) for job in jobs]
     log = _Submissions(config.trace_dir)
     t0 = time.perf_counter()
-    outputs = _run(llm, jobs, prompts, params, max(1, concurrency), log, conn)
+    done = _Finished(config.trace_dir)
+    outputs = _run(llm, jobs, prompts, params, max(1, concurrency), log, conn, done)
     wall = time.perf_counter() - t0
     requests = [req for job, out in zip(jobs, outputs, strict=True) for req in _convert(job, out)]
     return GenerationResult(
@@ -338,8 +390,58 @@ def _loop(conn: Connection, llm: Any, config: EngineConfig) -> None:
             conn.send(("error", _one_line(exc), traceback.format_exc()))
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+ORPHAN_SIGNAL = signal.SIGUSR2  # what the kernel sends us when the parent dies
+WATCH_SECONDS = 1.0
+
+
+def _end_group() -> None:
+    """SIGKILL this worker's process group: the worker and every vLLM process it started."""
+    if os.getpgrp() == os.getpid():  # we lead the group (Engine starts us in a new session)
+        os.killpg(os.getpid(), signal.SIGKILL)
+    import psutil  # not a group leader (started by hand): end our descendants, then us
+
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_with_parent(parent: int) -> None:
+    """End the worker's process group as soon as ``parent`` is gone.
+
+    Two mechanisms, because each alone has a gap: the kernel's parent-death signal
+    (``prctl(PR_SET_PDEATHSIG)``, Linux) is immediate but fires when the parent
+    *thread* that started us exits, and its handler runs only when the main thread
+    next executes Python; a watchdog thread that compares ``getppid()`` with the
+    parent every second needs neither. Both act only if we really were orphaned.
+    """
+
+    def orphaned() -> bool:
+        return os.getppid() != parent
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if orphaned():
+            _end_group()
+
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        signal.signal(ORPHAN_SIGNAL, on_signal)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(ORPHAN_SIGNAL), 0, 0, 0)
+    if orphaned():  # the parent died before prctl took effect
+        _end_group()
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(WATCH_SECONDS)
+        _end_group()
+
+    threading.Thread(target=watch, name="tokenlens-parent-watch", daemon=True).start()
+
+
 def main() -> None:
     address = sys.argv[1]
+    die_with_parent(int(sys.argv[2]) if len(sys.argv) > 2 else os.getppid())
     authkey = bytes.fromhex(sys.stdin.readline().strip())
     conn = Client(address, authkey=authkey)
     try:

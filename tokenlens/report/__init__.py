@@ -1,5 +1,8 @@
 """HTML reports: Altair charts, the coloured token view, one self-contained page.
 
+Pages come from Jinja2 templates in ``templates/`` (package data) with autoescape on;
+numbers are written by :mod:`tokenlens.format`.
+
 ``write_analyze_report(analysis_dir)`` turns the outputs of ``tokenlens analyze``
 (summary.json, tokens.parquet) into ``report.html`` plus PNG/SVG charts. See
 docs/reports.md.

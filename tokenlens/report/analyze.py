@@ -1,4 +1,9 @@
-"""The analyze report: ``report.html`` next to an analysis' summary.json and tokens.parquet."""
+"""The analyze report: ``report.html`` next to an analysis' summary.json and tokens.parquet.
+
+The page is ``templates/analyze.html``; this module reads the files, builds the charts
+and turns the summary into the rows and cards the template shows (every number through
+:mod:`tokenlens.format`).
+"""
 
 from __future__ import annotations
 
@@ -10,19 +15,15 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from tokenlens.errors import TokenlensError
+from tokenlens.format import HYPOTHESES, interval, lang_order, num, qty, verdict_words
 from tokenlens.report import tokenview
-from tokenlens.report.charts import RATE_SECTIONS, all_charts, languages
-from tokenlens.report.escape import text as esc
+from tokenlens.report.charts import RATE_SECTIONS, all_charts
 from tokenlens.report.export import export_charts
-from tokenlens.report.html import chart_div, page
+from tokenlens.report.html import chart_page
 
 REPORT = "report.html"
 CHARTS_DIR = "charts"
-_VERDICT = {
-    "supported": "supported",
-    "not_supported": "not supported",
-    "inconclusive": "inconclusive",
-}
+TEMPLATE = "analyze.html"
 
 
 def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
@@ -44,12 +45,14 @@ def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
     out = out if out is not None else analysis_dir / REPORT
     out.parent.mkdir(parents=True, exist_ok=True)
     specs = all_charts(summary)
-    views = tokenview.build(events, summary.get("runs") or [])
-    html = page(
+    html = chart_page(
+        TEMPLATE,
         "tokenlens analysis",
-        _body(summary, specs, tokenview.render(views)),
         specs,
         _signatures(summary),
+        **page_context(summary, specs),
+        views=tokenview.build(events, summary.get("runs") or []),
+        hover=tokenview.hover,
     )
     export_charts(specs, out.parent / CHARTS_DIR)
     out.write_text(html, "utf-8")
@@ -62,128 +65,102 @@ def _signatures(summary: Mapping[str, Any]) -> list[str]:
     return sigs + [str(r["signature"]) for r in summary.get("runs") or [] if r.get("signature")]
 
 
-def _fmt(value: Any, scale: float = 1.0, spec: str = ".3f") -> str:
-    return "–" if value is None else format(float(value) * scale, spec)
+def page_context(summary: Mapping[str, Any], specs: Mapping[str, Any]) -> dict[str, Any]:
+    """What the template shows besides the charts and the token view."""
+    return {
+        "runs": [
+            [
+                r.get("label"),
+                r.get("method"),
+                r.get("k"),
+                r.get("status"),
+                _checked(r),
+            ]
+            for r in summary.get("runs") or []
+        ],
+        "warnings": list((summary.get("inputs") or {}).get("warnings") or []),
+        "prompts": summary.get("prompts") or {},
+        "min_prompts": (summary.get("settings") or {}).get("min_prompts"),
+        "hypotheses": hypotheses(summary.get("hypotheses") or {}),
+        "acceptance": _acceptance_rows(summary),
+        "rate_charts": [key for key, _, _ in RATE_SECTIONS if key in specs],
+        "speed": _speed_rows(summary),
+    }
 
 
-def _interval(
-    stat: Mapping[str, Any], key: str = "rate", scale: float = 1.0, spec: str = ".3f"
-) -> str:
-    value = _fmt(stat.get(key), scale, spec)
-    if stat.get("ci_low") is None or stat.get("ci_high") is None:
-        return value
-    return f"{value} [{_fmt(stat['ci_low'], scale, spec)}, {_fmt(stat['ci_high'], scale, spec)}]"
+def _checked(run: Mapping[str, Any]) -> str:
+    """Whether a run's events equal vLLM's counters; replayed runs have none to check."""
+    if run.get("replayed"):
+        return "replayed (counts derived from the events)"
+    return "yes" if (run.get("reconciliation") or {}).get("matches") else "NO"
 
 
-def _body(summary: Mapping[str, Any], specs: Mapping[str, Any], tokens_html: str) -> str:
-    parts = [
-        "<h1>Why does speculative decoding help Japanese less?</h1>",
-        '<p class="sub">tokenlens analysis report: acceptance of draft tokens by token '
-        "class, the Japanese − English gap, the two hypotheses, and the speed model.</p>",
-        _runs_table(summary),
-        "<h2>Hypotheses</h2>",
-        _hypotheses(summary.get("hypotheses") or {}),
-        "<h2>Acceptance</h2>",
-        _acceptance_table(summary),
-        chart_div("acceptance"),
-    ]
-    if "gap" in specs:
-        parts += [
-            "<h2>The Japanese − English gap</h2>",
-            "<p>Composition: Japanese has more of the classes that are hard for any "
-            "drafter. Within: the same class is harder in Japanese. The split by the "
-            "target's confidence separates the hypotheses best.</p>",
-            chart_div("gap"),
-        ]
-        if "decomposition" in specs:
-            parts.append(chart_div("decomposition"))
-    parts += [
-        "<h2>Acceptance by token class</h2>",
-        "<p>Judged positions only (every accepted draft and the first rejection of each "
-        "step), each classified by the token that came out there; the unconditional "
-        "position chart counts all draft tokens, as vLLM does. Hollow points: fewer rows "
-        "than min_count. Bars: rows behind each rate.</p>",
-    ]
-    parts += [chart_div(key) for key, _, _ in RATE_SECTIONS if key in specs]
-    if "speed" in specs:
-        parts += ["<h2>Speed model</h2>", _speed_table(summary), chart_div("speed")]
-    parts += [
-        "<h2>Token view</h2>",
-        '<p class="legend"><span class="t accepted">accepted draft</span>'
-        '<span class="t rejected">rejected: the target\'s own token</span>'
-        '<span class="t plain">bonus / not drafted</span>'
-        '<label><input type="checkbox" id="show-pos" checked> draft positions</label></p>',
-        "<p>Hover a token for the draft, the emitted token and the target's confidence.</p>",
-        f'<div id="token-view">{tokens_html}</div>',
-    ]
-    return "".join(parts)
-
-
-def _runs_table(summary: Mapping[str, Any]) -> str:
-    rows = "".join(
-        f"<tr><td>{esc(r.get('label'))}</td><td>{esc(r.get('method'))}</td>"
-        f"<td>{esc(r.get('k'))}</td><td>{esc(r.get('status'))}</td>"
-        f"<td>{'yes' if (r.get('reconciliation') or {}).get('matches') else 'NO'}</td></tr>"
-        for r in summary.get("runs") or []
-    )
-    return (
-        "<table><tr><th>run</th><th>method</th><th>k</th><th>status</th>"
-        f"<th>events match vLLM's counters</th></tr>{rows}</table>"
-    )
-
-
-def _hypotheses(hyps: Mapping[str, Mapping[str, Any]]) -> str:
+def hypotheses(
+    hyps: Mapping[str, Mapping[str, Any]],
+    note: str = " (Japanese − English, 95% CI)",
+    every: bool = False,
+) -> list[dict[str, Any]]:
+    """The H1/H2 cards: verdict, its words, the effect with ``note`` after it, and the
+    evidence; a hypothesis missing from ``hyps`` is left out unless ``every``."""
     cards = []
-    names = {"H1": "tokenization / text structure", "H2": "training data"}
-    for key in ("H1", "H2"):
-        h = hyps.get(key)
-        if not h:
+    for key, name in HYPOTHESES.items():
+        h = hyps.get(key) or {}
+        if not h and not every:
             continue
         verdict = str(h.get("verdict", "inconclusive"))
+        effect = {
+            "value": h.get("effect"),
+            "ci_low": h.get("ci_low"),
+            "ci_high": h.get("ci_high"),
+            "not_estimable": h.get("not_estimable") if h.get("effect") is None else None,
+        }
         cards.append(
-            f'<div class="hyp" id="hyp-{key}"><h3>{key}: {names[key]}</h3>'
-            f'<span class="verdict {esc(verdict)}">{esc(_VERDICT.get(verdict, verdict))}</span> '
-            f'<span class="effect">effect {_interval(h, "effect", 100.0, "+.1f")} pp'
-            " (Japanese − English, 95% CI)</span>"
-            f'<p class="evidence">{esc(h.get("evidence", ""))}</p></div>'
+            {
+                "key": key,
+                "name": name,
+                "verdict": verdict,
+                "words": verdict_words(verdict),
+                "effect": interval(effect, "pp"),
+                "effect_note": note,
+                "evidence": h.get("evidence", ""),
+            }
         )
-    return f'<div class="hyps">{"".join(cards)}</div>'
+    return cards
 
 
-def _acceptance_table(summary: Mapping[str, Any]) -> str:
-    head = (
-        "<tr><th>language</th><th>acceptance (all draft tokens)</th><th>draft tokens</th>"
-        "<th>judged-position rate</th><th>accepted chars / step</th></tr>"
-    )
+def _acceptance_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
     rows = []
-    for lang in languages(summary):
+    for lang in lang_order(summary.get("acceptance") or {}):
         acc = summary["acceptance"][lang]
         judged = (summary.get("acceptance_judged") or {}).get(lang) or {}
         chars = ((summary.get("text_per_step") or {}).get(lang) or {}).get("accepted_chars") or {}
         rows.append(
-            f"<tr><td>{esc(lang)}</td><td>{_interval(acc)}</td><td>{esc(acc.get('n'))}</td>"
-            f"<td>{_interval(judged)}</td><td>{_interval(chars, 'value')}</td></tr>"
+            [
+                lang,
+                interval(acc, "rate", "rate"),
+                acc.get("n"),
+                interval(judged, "rate", "rate"),
+                interval(chars, "per_step"),
+            ]
         )
-    return f"<table>{head}{''.join(rows)}</table>"
+    return rows
 
 
-def _speed_table(summary: Mapping[str, Any]) -> str:
-    head = (
-        "<tr><th>run</th><th>language</th><th>traced k</th><th>measured tokens/step</th>"
-        "<th>model at traced k</th><th>i.i.d. formula</th><th>draft cost c</th>"
-        "<th>recommended k</th><th>its speedup</th></tr>"
-    )
+def _speed_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
     rows = []
     for run in summary.get("runs") or []:
         for lang, m in ((run.get("speed") or {}).get("by_lang") or {}).items():
             rows.append(
-                f"<tr><td>{esc(run.get('label'))}</td><td>{esc(lang)}</td>"
-                f"<td>{esc(m.get('traced_k'))}</td>"
-                f"<td>{_fmt(m.get('measured_tokens_per_step'))}</td>"
-                f"<td>{_fmt(m.get('predicted_tokens_per_step'))}</td>"
-                f"<td>{_fmt(m.get('iid_tokens_per_step'))}</td>"
-                f"<td>{_fmt(m.get('draft_cost'), spec='.2f')}</td>"
-                f"<td>{esc(m.get('recommended_k'))}</td>"
-                f"<td>{_fmt(m.get('recommended_speedup'), spec='.2f')}×</td></tr>"
+                [
+                    run.get("label"),
+                    lang,
+                    m.get("traced_k"),
+                    num(m.get("measured_tokens_per_step"), "per_step"),
+                    num(m.get("predicted_tokens_per_step"), "per_step"),
+                    num(m.get("iid_tokens_per_step"), "per_step"),
+                    num(m.get("draft_cost"), "cost"),
+                    m.get("recommended_k"),
+                    qty(m.get("recommended_speedup"), "speedup"),
+                ]
             )
-    return f"<table>{head}{''.join(rows)}</table>"
+    return rows

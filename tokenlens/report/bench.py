@@ -20,29 +20,25 @@ import altair as alt
 
 from tokenlens.bench.results import BENCH_JSON, RESULTS_CSV, Row, read_results
 from tokenlens.bench.tables import (
-    MISSING,
-    fmt,
     group_label,
     groups,
     is_baseline,
     lang_of,
-    lang_order,
     method_name,
     results_markdown,
-    speedup,
-    spread,
     variant_label,
     variants,
 )
 from tokenlens.errors import TokenlensError
-from tokenlens.report.charts import WIDTH, Spec, finite, inline_data, lang_color
-from tokenlens.report.escape import text as esc
+from tokenlens.format import MISSING, finite, lang_order, num, qty, spread
+from tokenlens.report.charts import WIDTH, Spec, inline_data, lang_color
 from tokenlens.report.export import export_charts
-from tokenlens.report.html import chart_div, page
+from tokenlens.report.html import chart_page
 
 REPORT = "report.html"
 CHARTS_DIR = "charts"
 TITLE = "tokenlens bench"
+TEMPLATE = "bench.html"
 # Every chart of the page, in page order; all are exported as PNG and SVG.
 CHART_IDS = ("tok_s", "chars_s", "speedup", "acceptance_by_position")
 
@@ -73,7 +69,7 @@ def write_bench_report(bench_dir: Path, out: Path | None = None, *, export: bool
     out = out if out is not None else bench_dir / REPORT
     out.parent.mkdir(parents=True, exist_ok=True)
     specs = bench_charts(rows)
-    html = page(TITLE, _body(rows, bench, specs), specs, _signatures(rows, bench))
+    html = chart_page(TEMPLATE, TITLE, specs, _signatures(rows, bench), **page_context(rows, bench))
     if export:
         export_charts(specs, out.parent / CHARTS_DIR, CHART_IDS)
     out.write_text(html, "utf-8")
@@ -312,48 +308,10 @@ def bench_charts(rows: Sequence[Row]) -> dict[str, Spec]:
 # --- page -----------------------------------------------------------------------------
 
 
-def _body(rows: Sequence[Row], bench: Mapping[str, Any], specs: Mapping[str, Spec]) -> str:
+def page_context(rows: Sequence[Row], bench: Mapping[str, Any]) -> dict[str, Any]:
+    """What the template shows besides the charts: the plan, the facts, every case."""
     plan = bench.get("plan")
     plan = plan if isinstance(plan, Mapping) else {}
-    name = f": {esc(plan['name'])}" if plan.get("name") else ""
-    parts = [f"<h1>tokenlens bench{name}</h1>"]
-    if plan.get("description"):
-        parts.append(f'<p class="sub">{esc(plan["description"])}</p>')
-    parts += [_facts(rows, bench), "<h2>Throughput</h2>"]
-    parts.append(
-        "<p>Output tokens per second measure the work the engine does; characters per "
-        "second measure the text a reader gets. A token carries ~1.5 characters of "
-        "Japanese but ~4 of English, so the two rank languages differently. Points: "
-        "median over the measured repeats; rules: their min–max.</p>"
-    )
-    parts += [chart_div(cid) for cid, _, _, _ in _THROUGHPUT]
-    parts.append("<h2>Speedup over the baseline</h2>")
-    if "speedup" in specs:
-        parts.append(chart_div("speedup"))
-    else:
-        parts.append(
-            "<p>No speculative case has a matching baseline (method none) to compare with.</p>"
-        )
-    parts.append("<h2>Acceptance by draft position</h2>")
-    if "acceptance_by_position" in specs:
-        parts.append(
-            "<p>Accepted draft tokens at position j / drafts (vLLM's counters): the "
-            "share of drafts whose first j tokens were all accepted.</p>"
-        )
-        parts.append(chart_div("acceptance_by_position"))
-    else:
-        parts.append("<p>No case recorded acceptance per draft position.</p>")
-    parts += ["<h2>All cases</h2>", _cases_table(rows)]
-    parts += [
-        "<h2>Tables to paste (results.md)</h2>",
-        '<pre id="results-md" style="overflow-x:auto">'
-        f"{esc(results_markdown(list(rows), bench))}</pre>",
-    ]
-    return "".join(parts)
-
-
-def _facts(rows: Sequence[Row], bench: Mapping[str, Any]) -> str:
-    """Versions, plan hash, progress: what the numbers depend on, at a glance."""
     done, total = bench.get("cases_done"), bench.get("cases_total")
     progress = f"{len(rows) if done is None else done} of {MISSING if total is None else total}"
     facts = [
@@ -364,13 +322,25 @@ def _facts(rows: Sequence[Row], bench: Mapping[str, Any]) -> str:
         ("created", bench.get("created_at")),
         ("server", bench.get("server")),
     ]
-    cells = "".join(
-        f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts if v is not None
-    )
-    table = f'<table class="facts">{cells}</table>'
-    if done is not None and total is not None and done < total:
-        table += f"<p><strong>Partial:</strong> {esc(done)} of {esc(total)} cases done.</p>"
-    return table
+    return {
+        "plan_name": plan.get("name"),
+        "description": plan.get("description"),
+        "facts": [(name, value) for name, value in facts if value is not None],
+        "partial": (done, total)
+        if done is not None and total is not None and done < total
+        else None,
+        "throughput_charts": [cid for cid, _, _, _ in _THROUGHPUT],
+        "cases_header": [name for name, _ in _CASE_COLUMNS],
+        "cases": [
+            [MISSING if (value := cell(row)) is None else value for _, cell in _CASE_COLUMNS]
+            for row in rows
+        ],
+        "results_md": results_markdown(list(rows), bench),
+    }
+
+
+def _range(row: Row, column: str) -> str:
+    return spread(row.get(column), row.get(f"{column}_min"), row.get(f"{column}_max"), "throughput")
 
 
 # (header, cell) of the cases table; numbers formatted as in results.md.
@@ -387,39 +357,15 @@ _CASE_COLUMNS: tuple[tuple[str, Callable[[Row], Any]], ...] = (
     ("k", lambda r: r.get("k")),
     ("draft model", lambda r: r.get("draft_model")),
     ("repeats", lambda r: r.get("repeats")),
-    ("tok/s", lambda r: spread(r.get("tok_s"), r.get("tok_s_min"), r.get("tok_s_max"), "rate")),
-    ("CV", lambda r: fmt(r.get("tok_s_cv"), "cv")),
-    (
-        "chars/s",
-        lambda r: spread(r.get("chars_s"), r.get("chars_s_min"), r.get("chars_s_max"), "rate"),
-    ),
-    (
-        "bytes/s",
-        lambda r: spread(r.get("bytes_s"), r.get("bytes_s_min"), r.get("bytes_s_max"), "rate"),
-    ),
-    ("TTFT s", lambda r: fmt(r.get("ttft_s"), "seconds")),
-    ("acc", lambda r: fmt(r.get("acceptance_rate"), "acc")),
-    ("mean acc. length", lambda r: fmt(r.get("mean_acceptance_length"), "length")),
-    ("speedup tok/s", lambda r: speedup(r.get("speedup_tok_s"))),
-    ("speedup chars/s", lambda r: speedup(r.get("speedup_chars_s"))),
+    ("tok/s", lambda r: _range(r, "tok_s")),
+    ("CV", lambda r: num(r.get("tok_s_cv"), "cv")),
+    ("chars/s", lambda r: _range(r, "chars_s")),
+    ("bytes/s", lambda r: _range(r, "bytes_s")),
+    ("TTFT s", lambda r: num(r.get("ttft_s"), "seconds")),
+    ("acc", lambda r: num(r.get("acceptance_rate"), "rate")),
+    ("mean acc. length", lambda r: num(r.get("mean_acceptance_length"), "per_step")),
+    ("speedup tok/s", lambda r: qty(r.get("speedup_tok_s"), "speedup")),
+    ("speedup chars/s", lambda r: qty(r.get("speedup_chars_s"), "speedup")),
     ("output tokens", lambda r: r.get("output_tokens")),
     ("output chars", lambda r: r.get("output_chars")),
 )
-
-
-def _shown(value: Any) -> str:
-    return MISSING if value is None else esc(value)
-
-
-def _cases_table(rows: Sequence[Row]) -> str:
-    """Every case, one row each, in plan order."""
-    head = "".join(f"<th>{esc(name)}</th>" for name, _ in _CASE_COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{_shown(cell(row))}</td>" for _, cell in _CASE_COLUMNS) + "</tr>"
-        for row in rows
-    )
-    # Wide: it scrolls sideways rather than wrapping "22.0 (21.5–22.3)" over lines.
-    return (
-        '<div style="overflow-x:auto"><table id="cases" style="white-space:nowrap">'
-        f"<tr>{head}</tr>{body}</table></div>"
-    )

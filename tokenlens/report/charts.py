@@ -10,11 +10,12 @@ groups (fewer rows than min_count) are drawn hollow.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import altair as alt
+
+from tokenlens.format import finite, lang_order
 
 Spec = dict[str, Any]
 Row = dict[str, Any]
@@ -45,24 +46,16 @@ def inline_data(rows: list[Row]) -> alt.Data:
     return alt.Data(values=rows)  # type: ignore[no-untyped-call]
 
 
-def finite(value: Any) -> float | None:
-    """A finite float or None: JSON has no NaN, and Vega-Lite drops nulls from scales."""
-    if value is None:
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
 def _pp(value: Any) -> float | None:
-    """A difference of rates in percentage points."""
+    """A difference of rates in percentage points (JSON has no NaN, and Vega-Lite drops
+    nulls from scales: :func:`~tokenlens.format.finite`)."""
     number = finite(value)
     return None if number is None else 100.0 * number
 
 
 def languages(summary: Mapping[str, Any]) -> list[str]:
     """Languages of the analysis, Japanese and English first (the comparison studied)."""
-    langs = list(summary.get("acceptance") or {})
-    return sorted(langs, key=lambda lang: ({"ja": 0, "en": 1}.get(lang, 2), lang))
+    return lang_order(summary.get("acceptance") or {})
 
 
 def lang_color(langs: list[str]) -> alt.Color:
@@ -160,7 +153,8 @@ def _rate_spec(
     return chart.to_dict()
 
 
-_PARTS = ("gap", "composition", "within")
+_PARTS = ("gap", "composition", "within", "out_of_support")
+_CLASS_PARTS = ("composition", "within", "out_of_support")
 
 
 def gap_rows(summary: Mapping[str, Any]) -> list[Row]:
@@ -170,9 +164,24 @@ def gap_rows(summary: Mapping[str, Any]) -> list[Row]:
     for key, label in (("overall", "all rows (vLLM)"), ("judged", "judged rows")):
         if gap.get(key):
             rows.append(_value_row(gap[key], by="total", part=label))
-    for by, deco in (gap.get("decomposition") or {}).items():
-        rows += [_value_row(deco[part], by=by, part=part) for part in _PARTS if deco.get(part)]
+    for by, deco in _decompositions(summary):
+        rows += [
+            _value_row(deco[part], by=by, part=part)
+            for part in _PARTS
+            if (deco.get(part) or {}).get("value") is not None  # not estimable: no mark
+        ]
     return rows
+
+
+def _decompositions(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(label, split) for the confidence split of each drafter family, then the
+    descriptive splits of the primary family."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for family, block in (summary.get("families") or {}).items():
+        if (block or {}).get("confidence"):
+            out.append((f"confidence ({family.replace('_', '-')})", block["confidence"]))
+    out += list(((summary.get("gap") or {}).get("decomposition") or {}).items())
+    return out
 
 
 def _value_row(stat: Mapping[str, Any], **labels: str) -> Row:
@@ -186,7 +195,7 @@ def _value_row(stat: Mapping[str, Any], **labels: str) -> Row:
 
 
 def gap_chart(summary: Mapping[str, Any]) -> Spec:
-    """Gap, composition and within parts per decomposition, with intervals (pp)."""
+    """Gap and its three parts per split, with intervals (pp); not estimable parts have no mark."""
     rows = gap_rows(summary)
     parts = first_seen(r["part"] for r in rows)
     color = alt.Color("part:N", title="part", sort=parts)
@@ -219,7 +228,7 @@ def gap_chart(summary: Mapping[str, Any]) -> Spec:
 
 def decomposition_rows(summary: Mapping[str, Any]) -> list[Row]:
     """Per-class composition and within contributions of every decomposition, in pp."""
-    decompositions = (summary.get("gap") or {}).get("decomposition") or {}
+    decompositions = dict(_decompositions(summary))
     return [
         {
             "by": by,
@@ -234,7 +243,8 @@ def decomposition_rows(summary: Mapping[str, Any]) -> list[Row]:
         }
         for by, deco in decompositions.items()
         for cls in deco.get("classes") or []
-        for part in ("composition", "within")
+        for part in _CLASS_PARTS
+        if (cls.get(part) or {}).get("value") is not None
     ]
 
 
@@ -267,7 +277,8 @@ def decomposition_chart(summary: Mapping[str, Any]) -> Spec:
     by_order = first_seen(r["by"] for r in rows)
     chart = bars.facet(
         row=alt.Row("by:N", sort=by_order, title=None, header=alt.Header(labelAngle=0)),
-        title="Per-class contributions to the gap (composition: shares; within: rates)",
+        title="Per-class contributions to the gap (composition: shares; within: rates; "
+        "out of support)",
     )
     spec: Spec = chart.resolve_scale(y="independent").to_dict()
     return spec

@@ -8,151 +8,70 @@ except orderings and maxima, and the only fixed prose is the scope section (what
 embedded CPU pair can and cannot say about Qwen3.5 with MTP / D-Flash on a GPU),
 which is a statement about the setup, not a measurement.
 
-Same input, same text: no dates, stable orderings, and every number goes through
-:func:`num` (formats in :data:`FORMATS`), which :mod:`tokenlens.report.index` uses too.
-Text from the files (class names, run labels, evidence sentences, plan names) is
-escaped for Markdown by :func:`md` / :func:`code`, so a label cannot break a table or
-smuggle HTML into a renderer.
+Same input, same text: no dates, stable orderings, and every number and every piece
+of Markdown goes through :mod:`tokenlens.format` (the one place for number formats,
+language order and escaping), so a label cannot break a table or smuggle HTML into a
+renderer, and a figure the data cannot support reads "not estimable (why)".
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.verdicts import tri
+from tokenlens.bench.tables import BenchGroup, is_baseline
+from tokenlens.bench.tables import groups as bench_groups
+from tokenlens.format import (
+    HYPOTHESES,
+    LANG_ORDER,
+    MISSING,
+    VERDICT_WORDS,
+    code,
+    interval,
+    lang_name,
+    lang_order,
+    md,
+    md_table,
+    num,
+    qty,
+    rate_cell,
+)
+from tokenlens.format import finite as _finite
 from tokenlens.signature import parse_signature
 
 FINDINGS = "FINDINGS.md"
 
-# A value that is missing or does not apply.
-MISSING = "–"
-
-# Every number format of FINDINGS.md and the index page, in one place:
-# (format spec, scale, suffix of the number, unit after the number).
-FORMATS: dict[str, tuple[str, float, str, str]] = {
-    "rate": (".3f", 1.0, "", ""),  # acceptance rates
-    "pp": ("+.1f", 100.0, "", " pp"),  # differences of rates, in percentage points
-    "pct": ("+.0f", 100.0, "%", ""),  # relative differences
-    "share": (".0f", 100.0, "%", ""),  # a language's share of rows
-    "speedup": (".2f", 1.0, "", "×"),  # × the baseline
-    "throughput": (".1f", 1.0, "", ""),  # tok/s, chars/s
-    "per_step": (".2f", 1.0, "", ""),  # tokens or characters per verification step
-    "cost": (".2f", 1.0, "", ""),  # draft cost c
-}
-
-LANG_ORDER = ("ja", "en")
-LANG_NAMES = {"ja": "Japanese", "en": "English"}
-HYPOTHESES = {"H1": "tokenization / text structure", "H2": "training data"}
-VERDICT_WORDS = {
-    "supported": "supported",
-    "not_supported": "not supported",
-    "inconclusive": "inconclusive",
-}
 RULE_WORDS = {
     "yes": "yes: the whole interval lies below −δ",
     "no": "no: the whole interval lies above −δ",
-    "unsure": "unsure: the interval reaches across −δ or is missing",
+    "unsure": "unsure: the interval reaches across −δ",
+    "n/a": "no reading: the figure or its interval is missing",
 }
-# (decomposition column, what it splits by, the breakdown with its per-language counts)
-DECOMPOSITIONS: tuple[tuple[str, str, str], ...] = (
-    ("conf_bucket", "the target's confidence (top-1 probability)", "by_confidence"),
-    ("script", "script", "by_script"),
-    ("boundary", "morpheme boundary", "by_boundary"),
-    ("particle_type", "particle type", "by_particle"),
-    ("rank_bucket", "BPE rank", "by_bpe_rank"),
+FAMILY_NAMES = {"trained": "trained drafters", "training_free": "training-free (n-gram) drafters"}
+PARTS = (
+    ("composition", "shared composition"),
+    ("within", "shared within"),
+    ("out_of_support", "out of support"),
 )
-TOP_CLASSES = 5
-
-
-# --- formatting (the one place numbers become text) -------------------------------------
-
-
-def _finite(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def num(value: Any, kind: str) -> str:
-    """``value`` as the number of a ``kind`` (:data:`FORMATS`), without its unit."""
-    number = _finite(value)
-    if number is None:
-        return MISSING
-    spec, scale, suffix, _ = FORMATS[kind]
-    return format(number * scale, spec) + suffix
-
-
-def qty(value: Any, kind: str) -> str:
-    """``value`` with its unit: ``+1.2 pp``, ``1.45×``."""
-    text = num(value, kind)
-    return text if text == MISSING else text + FORMATS[kind][3]
-
-
-def interval(stat: Mapping[str, Any] | None, kind: str, key: str = "value") -> str:
-    """``+1.2 pp [-0.4, +2.9]``: the statistic and its interval (bracket left out when
-    the analysis gave none, e.g. a rate resting on one request)."""
-    if not stat:
-        return MISSING
-    text = qty(stat.get(key), kind)
-    lo, hi = _finite(stat.get("ci_low")), _finite(stat.get("ci_high"))
-    if text == MISSING or lo is None or hi is None:
-        return text
-    return f"{text} [{num(lo, kind)}, {num(hi, kind)}]"
-
-
-def rate_cell(stat: Mapping[str, Any] | None) -> str:
-    """A rate with its interval, ``*`` when the group is sparse (below min_count)."""
-    text = interval(stat, "rate", "rate")
-    return text + "*" if stat and stat.get("sparse") and text != MISSING else text
-
-
-# --- Markdown escaping --------------------------------------------------------------------
-
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#&!~])")
-
-
-def md(value: Any) -> str:
-    """Text from a file as Markdown prose: one line (any line break, U+2028 included,
-    becomes a space) with every character Markdown or HTML could act on escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
-
-
-def code(value: Any, table: bool = False) -> str:
-    """``value`` as a code span (identifiers, signatures); ``table`` escapes ``|``,
-    which would end a GFM table cell even inside a code span."""
-    text = " ".join(str(value).split())
-    ticks = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (ticks + 1)
-    if text.startswith("`") or text.endswith("`"):
-        text = f" {text} "
-    if table:
-        text = text.replace("|", "\\|")
-    return f"{fence}{text}{fence}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return [*lines, ""]
+# (decomposition column, what it splits by)
+DECOMPOSITIONS: tuple[tuple[str, str], ...] = (
+    ("script", "script"),
+    ("boundary", "morpheme boundary"),
+    ("particle_type", "particle type"),
+    ("rank_bucket", "BPE rank"),
+)
+TOP_CLASSES = 8
 
 
 def languages(block: Mapping[str, Any] | None) -> list[str]:
     """Japanese and English first, then any other language alphabetically."""
-    block = block or {}
-    return [x for x in LANG_ORDER if x in block] + sorted(x for x in block if x not in LANG_ORDER)
+    return lang_order(block or {})
 
 
-def lang_name(lang: str) -> str:
-    return LANG_NAMES.get(lang, md(lang))
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return md_table(header, rows)
 
 
 # --- bench rows -----------------------------------------------------------------------------
@@ -177,18 +96,6 @@ def method_label(row: Mapping[str, Any]) -> str:
     return f"{md(row.get('method_label') or row.get('method'))} k={md(row.get('k'))}"
 
 
-def _group_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(
-        str(row.get(c) or "") for c in ("model", "dtype", "quantization", "corpus", "length")
-    )
-
-
-def _group_title(row: Mapping[str, Any]) -> str:
-    kind = ", ".join(str(row[c]) for c in ("dtype", "quantization") if row.get(c))
-    model = f"{row.get('model')} ({kind})" if kind else str(row.get("model"))
-    return f"{md(model)} · corpus {md(row.get('corpus'))} · length {md(row.get('length'))}"
-
-
 # --- sections -------------------------------------------------------------------------------
 
 
@@ -206,6 +113,7 @@ def findings_markdown(
     lines += _hypotheses(summary)
     lines += _acceptance(summary)
     lines += _gap(summary)
+    lines += _explore(summary)
     lines += _speed(summary, bench_rows, bench_info)
     lines += _scope(summary)
     lines += _signatures(summary, bench_rows, bench_info)
@@ -241,36 +149,54 @@ def _intro(summary: Mapping[str, Any], bench_rows: Sequence[Mapping[str, Any]] |
         "# Findings: speculative decoding, Japanese vs English",
         "",
         f"Generated by tokenlens from {sources}; every number below is read from those "
-        f"files. Brackets are {_level(summary)} intervals from a request-clustered "
-        f"bootstrap ({md(settings.get('bootstrap', MISSING))} replicates, seed "
+        f"files. Brackets are {_level(summary)} intervals ({md(settings.get('interval', 't'))} "
+        f"method) from a bootstrap that resamples whole {md(settings.get('cluster', 'prompts'))}s "
+        f"({md(settings.get('bootstrap', MISSING))} replicates, seed "
         f"{md(settings.get('seed', MISSING))}). pp = percentage points of acceptance, "
-        "Japanese minus English: negative means Japanese is worse.",
-        "",
-        "## In short",
+        "Japanese minus English: negative means Japanese is worse. A figure the data "
+        "cannot support is printed as *not estimable*, never as zero.",
         "",
     ]
+    warnings = (summary.get("inputs") or {}).get("warnings") or []
+    if warnings:
+        lines += ["**Read with care:**", ""]
+        lines += [f"- {md(w)}" for w in warnings]
+        lines.append("")
+    lines += ["## In short", ""]
+    prompts = summary.get("prompts") or {}
+    if prompts:
+        lines.append(
+            "- Prompts: "
+            + ", ".join(f"{md(n)} {lang_name(lang)}" for lang, n in prompts.items())
+            + f" (a verdict needs at least {md(settings.get('min_prompts', MISSING))} per "
+            "language)."
+        )
     acc = summary.get("acceptance") or {}
     for lang in languages(acc):
         stat = acc[lang]
         lines.append(
             f"- Acceptance of draft tokens, {lang_name(lang)}: {rate_cell(stat)} "
-            f"({md(stat.get('n', MISSING))} draft tokens)."
+            f"({md(stat.get('n', MISSING))} draft tokens, all runs)."
         )
-    gap = summary.get("gap") or {}
-    if gap.get("judged"):
-        line = f"- Japanese − English, judged positions: {interval(gap['judged'], 'pp')}"
-        conf = (gap.get("decomposition") or {}).get("conf_bucket")
-        if conf:
-            line += (
-                "; split by the target's confidence: composition "
-                f"{interval(conf.get('composition'), 'pp')}, "
-                f"within {interval(conf.get('within'), 'pp')}"
+    for name, block in (summary.get("families") or {}).items():
+        gap_j = block.get("gap_judged")
+        if not gap_j:
+            continue
+        line = f"- Japanese − English, {FAMILY_NAMES.get(name, md(name))}, judged positions: "
+        line += interval(gap_j, "pp")
+        dec = block.get("confidence")
+        if dec:
+            line += "; by the target's confidence: " + ", ".join(
+                f"{label} {interval(dec.get(part), 'pp')}" for part, label in PARTS
             )
         lines.append(line + ".")
     hyps = summary.get("hypotheses") or {}
     for key, name in HYPOTHESES.items():
         verdict = str((hyps.get(key) or {}).get("verdict", "inconclusive"))
         lines.append(f"- {key} ({name}): **{md(VERDICT_WORDS.get(verdict, verdict))}**.")
+    need = _prompts_needed(summary)
+    if need:
+        lines.append(f"- {need}")
     if bench_rows is not None:
         for lang, row in best_speedups(bench_rows).items():
             lines.append(
@@ -280,6 +206,37 @@ def _intro(summary: Mapping[str, Any], bench_rows: Sequence[Mapping[str, Any]] |
                 f"({method_label(row)}, corpus {md(row.get('corpus'))})."
             )
     return [*lines, ""]
+
+
+def _prompts_needed(summary: Mapping[str, Any]) -> str:
+    """How many prompts a verdict needs (the rule's minimum and the measured power)."""
+    settings = summary.get("settings") or {}
+    prompts = summary.get("prompts") or {}
+    minimum = settings.get("min_prompts")
+    have = min(prompts.values()) if prompts else None
+    parts = []
+    for key in HYPOTHESES:
+        power = ((summary.get("hypotheses") or {}).get(key) or {}).get("power") or {}
+        needed = power.get("prompts_needed") or {}
+        sizes = [
+            f"{num(float(size), 'pp').lstrip('+')} pp: ~{md(n)}" for size, n in needed.items() if n
+        ]
+        if sizes:
+            parts.append(f"{key} effect of " + ", ".join(sizes))
+    if not parts and (have is None or minimum is None or have >= minimum):
+        return ""
+    text = ""
+    if have is not None and minimum is not None and have < minimum:
+        text = (
+            f"This study has {md(have)} prompts per language; the rules need "
+            f"{md(minimum)} before they give any verdict. "
+        )
+    if parts:
+        text += (
+            "With the variability measured here, 80% power needs about (prompts per "
+            "language) " + "; ".join(parts) + "."
+        )
+    return text
 
 
 def _setup(summary: Mapping[str, Any]) -> list[str]:
@@ -302,16 +259,20 @@ def _setup(summary: Mapping[str, Any]) -> list[str]:
     for run in summary.get("runs") or []:
         acc = run.get("acceptance") or {}
         rec = run.get("reconciliation") or {}
+        if run.get("replayed"):
+            checked = "derived (replayed)"
+        else:
+            checked = "yes" if rec.get("matches") else "**no**"
         rows.append(
             [
                 code(run.get("label"), table=True),
                 md(run.get("method")),
                 md(run.get("k")),
-                md(run.get("status")),
+                md(run.get("status")) + (" (replayed)" if run.get("replayed") else ""),
                 *(md((acc.get(lang) or {}).get("requests", MISSING)) for lang in LANG_ORDER),
                 *(rate_cell(acc.get(lang)) for lang in LANG_ORDER),
                 interval(run.get("gap"), "pp"),
-                "yes" if rec.get("matches") else "**no**",
+                checked,
             ]
         )
     if rows:
@@ -321,8 +282,8 @@ def _setup(summary: Mapping[str, Any]) -> list[str]:
                 "method",
                 "k",
                 "status",
-                "JA requests",
-                "EN requests",
+                "JA prompts",
+                "EN prompts",
                 "JA acceptance",
                 "EN acceptance",
                 "JA − EN",
@@ -336,64 +297,60 @@ def _setup(summary: Mapping[str, Any]) -> list[str]:
 def _hypotheses(summary: Mapping[str, Any]) -> list[str]:
     settings = summary.get("settings") or {}
     delta = _finite(settings.get("delta"))
-    delta_rel = _finite(settings.get("delta_relative"))
     lines = [
         "## H1 and H2",
         "",
         "The verdicts follow the rules of docs/analysis.md (“Verdict rules”) with this "
-        f"analysis' settings: threshold δ = {num(delta, 'pp').lstrip('+')} pp "
-        f"({num(delta_rel, 'share')} for relative effects), at least "
-        f"{md(settings.get('min_requests', MISSING))} distinct prompts per language, "
-        f"classes with fewer than {md(settings.get('min_count', MISSING))} judged rows "
-        "left out of the within-class part. Each rule asks whether Japanese is worse by "
-        "more than δ.",
+        f"analysis' settings: threshold δ = {num(delta, 'pp').lstrip('+')} pp, at least "
+        f"{md(settings.get('min_prompts', MISSING))} prompts per language. Each hypothesis "
+        "reads one effect and one check, both on judged positions of the same runs; each "
+        "asks whether Japanese is worse by more than δ. *supported*: the effect says yes "
+        "and the check does not say no; *not supported*: the effect says no and the check "
+        "does not say yes; *no Japanese deficit*: Japanese is not worse at all, there is "
+        "nothing to explain; otherwise *inconclusive*.",
         "",
     ]
     hyps = summary.get("hypotheses") or {}
-    by_conf = "conf_bucket" in ((summary.get("gap") or {}).get("decomposition") or {})
     for key, name in HYPOTHESES.items():
         h = hyps.get(key) or {}
         verdict = str(h.get("verdict", "inconclusive"))
         lines += [f"### {key} ({name}): **{md(VERDICT_WORDS.get(verdict, verdict))}**", ""]
-        effect = {"value": h.get("effect"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")}
-        if key == "H1":
-            what = f"the composition part of the judged gap, by {md(h.get('basis', MISSING))}"
-            kind, threshold = "pp", delta
-        elif by_conf:
-            what = "the within part of the trained drafters' judged gap at equal target confidence"
-            kind, threshold = "pp", delta
-        else:
-            what = "the trained drafters' relative gap minus the n-gram runs'"
-            kind, threshold = "pct", delta_rel
-        if effect["value"] is None:
-            lines.append("- Effect: not computed (see the evidence).")
-        else:
-            lines.append(f"- Effect ({what}): {interval(effect, kind)}{_rule(effect, threshold)}.")
-        ngram = h.get("ngram_gap")
-        if ngram:
+        effect = {
+            "value": h.get("effect"),
+            "ci_low": h.get("ci_low"),
+            "ci_high": h.get("ci_high"),
+            "not_estimable": h.get("not_estimable"),
+        }
+        if h.get("estimand"):
+            family = FAMILY_NAMES.get(str(h.get("family")), md(h.get("family")))
             lines.append(
-                "- Check, the training-free (n-gram) runs' gap: "
-                f"{interval(ngram, 'pp')}{_rule(ngram, delta)}."
+                f"- Effect ({md(h['estimand'])}; {family}): {interval(effect, 'pp')}"
+                f"{_rule(h.get('reading'))}."
             )
-        contrast = h.get("method_contrast")
-        if contrast:
+        check = h.get("check")
+        if check:
             lines.append(
-                "- Check, relative Japanese gap: trained drafters "
-                f"{interval(contrast.get('relative_gap_trained'), 'pct')}, n-gram "
-                f"{interval(contrast.get('relative_gap_training_free'), 'pct')}; difference "
-                f"{interval(contrast.get('difference'), 'pct')}"
-                f"{_rule(contrast.get('difference'), delta_rel)}."
+                f"- Check ({md(check.get('name'))}): {interval(check, 'pp')}"
+                f"{_rule(check.get('reading'))}."
             )
-        lines += [f"- Evidence (summary.json): {md(h.get('evidence', MISSING))}", ""]
+        power = h.get("power") or {}
+        if power.get("mde") is not None:
+            lines.append(
+                "- Power: with this data an effect must be about "
+                f"{qty(-float(power['mde']), 'pp')} or beyond to be found 80% of the time."
+            )
+        lines.append(f"- Evidence (summary.json): {md(h.get('evidence', MISSING))}")
+        if h.get("caveat"):
+            lines.append(f"- Caveat: {md(h['caveat'])}")
+        lines.append("")
     return lines
 
 
-def _rule(effect: Mapping[str, Any] | None, delta: float | None) -> str:
-    """How the verdict rule reads this interval against −δ."""
-    if not effect or delta is None:
+def _rule(reading: Any) -> str:
+    """How the verdict rule read an interval against −δ."""
+    if reading is None:
         return ""
-    bounds = {"ci_low": effect.get("ci_low"), "ci_high": effect.get("ci_high")}
-    return f" → {RULE_WORDS[tri(bounds, delta)]}"
+    return f" → {RULE_WORDS.get(str(reading), md(reading))}"
 
 
 def _acceptance(summary: Mapping[str, Any]) -> list[str]:
@@ -421,15 +378,15 @@ def _acceptance(summary: Mapping[str, Any]) -> list[str]:
         "## Acceptance per language",
         "",
         "All draft tokens (vLLM's acceptance rate) and judged positions (every accepted "
-        "draft and the first rejection of each step: the rows the class breakdowns use). "
-        "Requests count (run, prompt) pairs.",
+        "draft and the first rejection of each step: the rows the class breakdowns use), "
+        "pooled over all runs. Prompts count distinct prompts.",
         "",
         *_table(
             [
                 "language",
                 "acceptance",
                 "draft tokens",
-                "requests",
+                "prompts",
                 "judged-position rate",
                 "judged rows",
                 "accepted tokens / step",
@@ -443,136 +400,130 @@ def _acceptance(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _split_row(label: str, dec: Mapping[str, Any], notes: list[str]) -> list[str]:
+    """One row of the split table; a split the data cannot support gets a numbered note
+    with the reason instead of three copies of it."""
+    support = dec.get("support") or {}
+    if dec.get("not_estimable"):
+        notes.append(f"{label}: {md(dec['not_estimable'])}")
+        parts = [f"not estimable ({len(notes)})"] * len(PARTS)
+    else:
+        parts = [interval(dec.get(part), "pp") for part, _ in PARTS]
+    return [
+        label,
+        md((dec.get("gap") or {}).get("n", MISSING)),
+        interval(dec.get("gap"), "pp"),
+        *parts,
+        num(1.0 - support["share_ja"], "share") if "share_ja" in support else MISSING,
+        num(1.0 - support["share_en"], "share") if "share_en" in support else MISSING,
+    ]
+
+
+SPLIT_HEADER = (
+    "split by",
+    "rows",
+    "gap",
+    "shared composition",
+    "shared within",
+    "out of support",
+    "JA rows out of support",
+    "EN rows out of support",
+)
+
+
 def _gap(summary: Mapping[str, Any]) -> list[str]:
     lines = ["## The Japanese − English gap", ""]
+    families = summary.get("families") or {}
     gap = summary.get("gap")
-    if not gap:
+    if not gap and not families:
         return [*lines, "Not computed: the analysis needs both Japanese and English runs.", ""]
     lines += [
-        f"- All draft tokens: {interval(gap.get('overall'), 'pp')} "
-        f"({md((gap.get('overall') or {}).get('n', MISSING))} draft tokens).",
-        f"- Judged positions: {interval(gap.get('judged'), 'pp')} "
-        f"({md((gap.get('judged') or {}).get('n', MISSING))} rows).",
-        f"- Relative, judged positions (Japanese rate / English rate − 1): "
-        f"{interval(gap.get('relative_judged'), 'pct')}.",
+        "gap = shared composition + shared within + out of support (docs/analysis.md). In "
+        "the classes both languages fill, *composition* is Japanese having more of the "
+        "positions that are hard for the drafter and *within* is the same class being "
+        "harder in Japanese; *out of support* is what rows in classes only one language "
+        "fills add, and it is evidence for neither hypothesis. Each drafter family is "
+        "split on its own: pooling them would turn each method's share of rows into "
+        "composition.",
         "",
     ]
-    decs = gap.get("decomposition") or {}
-    present = [(c, label, b) for c, label, b in DECOMPOSITIONS if c in decs]
-    present += [(c, md(c), "") for c in sorted(decs) if c not in {d[0] for d in DECOMPOSITIONS}]
-    if not present:
-        return lines
-    lines += [
-        "### Composition and within-class parts",
-        "",
-        "gap = composition + within (docs/analysis.md): *composition* is Japanese having "
-        "more of the classes that are hard for the drafter, *within* is the same class "
-        "being harder in Japanese. Classes that only one language has at least min_count "
-        "rows of count entirely as composition; the last two columns give their share.",
-        "",
-    ]
-    rows = []
-    for column, label, _ in present:
-        dec = decs[column]
-        rows.append(
-            [
-                label,
-                md((dec.get("gap") or {}).get("n", MISSING)),
-                interval(dec.get("gap"), "pp"),
-                interval(dec.get("composition"), "pp"),
-                interval(dec.get("within"), "pp"),
-                num(dec.get("unshared_share_ja"), "share"),
-                num(dec.get("unshared_share_en"), "share"),
-            ]
-        )
-    lines += _table(
-        [
-            "split by",
-            "rows",
-            "gap",
-            "composition",
-            "within",
-            "JA rows in one-language classes",
-            "EN rows in one-language classes",
-        ],
-        rows,
-    )
-    min_count = md((summary.get("settings") or {}).get("min_count", MISSING))
-    for column, label, breakdown in present:
-        lines += _classes(summary, decs[column], label, breakdown, min_count)
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for name, block in families.items():
+        if block.get("confidence"):
+            label = f"target's confidence, {FAMILY_NAMES.get(name, md(name))}"
+            rows.append(_split_row(label, block["confidence"], notes))
+    contrast = summary.get("h2_contrast")
+    if gap:
+        family = FAMILY_NAMES.get(str(gap.get("family")), md(gap.get("family")))
+        lines += [
+            f"- All draft tokens ({family}): {interval(gap.get('overall'), 'pp')} "
+            f"({md((gap.get('overall') or {}).get('n', MISSING))} draft tokens).",
+            f"- Judged positions ({family}): {interval(gap.get('judged'), 'pp')} "
+            f"({md((gap.get('judged') or {}).get('n', MISSING))} rows).",
+            f"- Relative, judged positions (Japanese rate / English rate − 1): "
+            f"{interval(gap.get('relative_judged'), 'pct')}.",
+        ]
+        if contrast:
+            lines.append(
+                "- Within-confidence gap, trained minus training-free drafters (H2's "
+                f"effect): {interval(contrast.get('difference'), 'pp')}."
+            )
+        lines.append("")
+        decs = gap.get("decomposition") or {}
+        for column, label in DECOMPOSITIONS:
+            if column in decs:
+                rows.append(_split_row(f"{label}, {family}", decs[column], notes))
+    if rows:
+        lines += _table(SPLIT_HEADER, rows)
+    if notes:
+        lines += [f"Not estimable: ({i}) {note}." for i, note in enumerate(notes, 1)]
+        lines.append("")
     return lines
 
 
-def _contribution(cls: Mapping[str, Any]) -> float:
-    parts = (_finite((cls.get(p) or {}).get("value")) for p in ("composition", "within"))
-    return sum(p for p in parts if p is not None)
-
-
-def _classes(
-    summary: Mapping[str, Any],
-    dec: Mapping[str, Any],
-    label: str,
-    breakdown: str,
-    min_count: str,
-) -> list[str]:
-    """The classes with the largest contribution (composition + within) to the gap."""
-    classes = list(dec.get("classes") or [])
-    ranked = sorted(classes, key=lambda c: (-abs(_contribution(c)), str(c.get("class"))))[
-        :TOP_CLASSES
-    ]
-    counts = summary.get(breakdown) or {}
-    rows = []
-    for cls in ranked:
-        name = str(cls.get("class"))
-        cells = []
-        for lang in LANG_ORDER:
-            stat = (counts.get(lang) or {}).get(name)
-            share = num(cls.get(f"share_{lang}"), "share")
-            if stat is not None:
-                cells.append(f"{md(stat.get('n'))}{'*' if stat.get('sparse') else ''} ({share})")
-            else:  # no row of this class in this language (or no breakdown to count them)
-                cells.append("0" if _finite(cls.get(f"share_{lang}")) == 0 else f"({share})")
-        rates = [
-            num(cls.get(f"rate_{lang}"), "rate")
-            + ("*" if ((counts.get(lang) or {}).get(name) or {}).get("sparse") else "")
-            if cls.get(f"rate_{lang}") is not None
-            else MISSING
-            for lang in LANG_ORDER
-        ]
-        rows.append(
-            [
-                md(name),
-                "yes" if cls.get("shared") else "no",
-                *cells,
-                *rates,
-                interval(cls.get("composition"), "pp"),
-                interval(cls.get("within"), "pp"),
-                qty(_contribution(cls), "pp"),
-            ]
-        )
-    if not rows:
+def _explore(summary: Mapping[str, Any]) -> list[str]:
+    explore = (summary.get("gap") or {}).get("explore") or {}
+    classes = explore.get("classes") or []
+    if not classes:
         return []
-    more = len(classes) - len(ranked)
-    tail = f" ({more} smaller ones in tables.md and the report)" if more > 0 else ""
+    shown = classes[:TOP_CLASSES]
+    rows = [
+        [
+            FAMILY_NAMES.get(str(c.get("family")), md(c.get("family"))),
+            md(c.get("by")),
+            md(c.get("class")),
+            md(c.get("rows_ja")),
+            md(c.get("rows_en")),
+            num(c.get("rate_ja"), "rate"),
+            num(c.get("rate_en"), "rate"),
+            interval(c.get("difference"), "pp"),
+            num((c.get("difference") or {}).get("p_adjusted"), "rate"),
+        ]
+        for c in shown
+    ]
+    more = len(classes) - len(shown)
     return [
-        f"### Where it concentrates: by {label}",
+        "## Where it concentrates (exploratory)",
         "",
-        f"The {len(ranked)} classes with the largest contribution{tail}. Rows: judged "
-        "rows (share of the language's rows). `*` fewer than "
-        f"{min_count} rows (sparse); a class sparse in either language is not in both, "
-        "so its within part is 0 and its whole contribution is composition.",
+        f"Japanese − English acceptance within each class that both languages fill, "
+        f"the {len(shown)} largest of {md(explore.get('comparisons'))} comparisons"
+        + (f" ({more} more in summary.json)" if more > 0 else "")
+        + ". Exploratory: the intervals are Bonferroni-adjusted for all comparisons "
+        f"(level {num(explore.get('level'), 'rate')}) and the p-values Holm-adjusted; "
+        "the verdicts do not read them.",
         "",
         *_table(
             [
+                "family",
+                "by",
                 "class",
-                "in both",
                 "JA rows",
                 "EN rows",
                 "JA rate",
                 "EN rate",
-                "composition",
-                "within",
-                "contribution",
+                "JA − EN (adjusted interval)",
+                "Holm p",
             ],
             rows,
         ),
@@ -608,57 +559,49 @@ def _bench(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> list[s
         lines += [f"**Partial**: {done} of {total} cases measured.", ""]
     if not rows:
         return [*lines, "The bench has no measured cases yet.", ""]
-    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault(_group_key(row), []).append(row)
     lines += [
         "Output tokens and characters per second (median over the repeats) and their "
         "speedup over the baseline (no speculation) of the same model and language; acc "
         "is vLLM's acceptance rate.",
         "",
     ]
-    for group in groups.values():
-        lines += _bench_group(group)
+    for group in bench_groups(dict(r) for r in rows):
+        lines += _bench_group(BenchGroup(group))
     others = sorted({str(r.get("lang")) for r in rows} - set(LANG_ORDER))
     if others:
         lines += [f"Other languages in results.csv: {md(', '.join(others))} (see results.md).", ""]
     return lines
 
 
-def _bench_group(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    variants: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
-    duplicates = []
-    for row in sorted(rows, key=lambda r: r.get("method") != "none"):  # baseline first
-        cell = variants.setdefault((str(row.get("method_label")), str(row.get("k"))), {})
-        lang = str(row.get("lang"))
-        if lang in cell:
-            duplicates.append(str(row.get("case_id")))
-        else:
-            cell[lang] = row
+def _bench_group(group: BenchGroup) -> list[str]:
     table = []
     wins = {"ja": 0, "en": 0}
-    for (label, k), by_lang in variants.items():
-        ja, en = by_lang.get("ja") or {}, by_lang.get("en") or {}
+    for variant in group.variants:
+
+        def cell(lang: str, column: str, v: dict[str, Any] = variant) -> Any:
+            return group.get(v, lang, column)
+
         table.append(
             [
-                md(label),
-                md(k),
-                num(ja.get("tok_s"), "throughput"),
-                num(en.get("tok_s"), "throughput"),
-                qty(ja.get("speedup_tok_s"), "speedup"),
-                qty(en.get("speedup_tok_s"), "speedup"),
-                num(ja.get("chars_s"), "throughput"),
-                num(en.get("chars_s"), "throughput"),
-                qty(ja.get("speedup_chars_s"), "speedup"),
-                qty(en.get("speedup_chars_s"), "speedup"),
-                num(ja.get("acceptance_rate"), "rate"),
-                num(en.get("acceptance_rate"), "rate"),
+                md(variant.get("method_label") or variant.get("method")),
+                md(variant.get("k")),
+                num(cell("ja", "tok_s"), "throughput"),
+                num(cell("en", "tok_s"), "throughput"),
+                qty(cell("ja", "speedup_tok_s"), "speedup"),
+                qty(cell("en", "speedup_tok_s"), "speedup"),
+                num(cell("ja", "chars_s"), "throughput"),
+                num(cell("en", "chars_s"), "throughput"),
+                qty(cell("ja", "speedup_chars_s"), "speedup"),
+                qty(cell("en", "speedup_chars_s"), "speedup"),
+                num(cell("ja", "acceptance_rate"), "rate"),
+                num(cell("en", "acceptance_rate"), "rate"),
             ]
         )
-        s_ja, s_en = _finite(ja.get("speedup_tok_s")), _finite(en.get("speedup_tok_s"))
-        if ja.get("method") != "none" and s_ja is not None and s_en is not None and s_ja != s_en:
+        s_ja = _finite(cell("ja", "speedup_tok_s"))
+        s_en = _finite(cell("en", "speedup_tok_s"))
+        if not is_baseline(variant) and s_ja is not None and s_en is not None and s_ja != s_en:
             wins["en" if s_en > s_ja else "ja"] += 1
-    lines = [f"#### {_group_title(rows[0])}", ""]
+    lines = [f"#### {group.label}", ""]
     lines += _table(
         [
             "method",
@@ -683,11 +626,9 @@ def _bench_group(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{compared} speculative setups compared, Japanese more for {wins['ja']}.",
             "",
         ]
-    if duplicates:
-        lines += [
-            f"Not shown (same method, k and language twice): {md(', '.join(duplicates))}.",
-            "",
-        ]
+    if group.duplicates:
+        dupes = ", ".join(str(row.get("case_id")) for row, _ in group.duplicates)
+        lines += [f"Not shown (same method, k and language twice): {md(dupes)}.", ""]
     return lines
 
 
@@ -706,7 +647,7 @@ def _speed_model(summary: Mapping[str, Any]) -> list[str]:
                     md(m.get("traced_k", MISSING)),
                     num(m.get("measured_tokens_per_step"), "per_step"),
                     f"{num(m.get('draft_cost'), 'cost')} ({source})",
-                    md(m.get("recommended_k", MISSING)),
+                    md(m.get("recommended_k")) if m.get("recommended_k") else "none (c assumed)",
                     qty(m.get("recommended_speedup"), "speedup"),
                 ]
             )
@@ -717,7 +658,9 @@ def _speed_model(summary: Mapping[str, Any]) -> list[str]:
         "",
         "tokens/step = 1 + accepted / drafts, measured; the model's speedup is "
         "tokens/step / (1 + k·c) with draft cost c relative to a target step "
-        "(docs/analysis.md, “Speed model”), so it is only as good as c.",
+        "(docs/analysis.md, “Speed model”), so it is only as good as c: a best k is "
+        "given only when c was measured (a bench or --draft-cost), never from an "
+        "assumed default.",
         "",
         *_table(
             [
@@ -756,9 +699,9 @@ _SCOPE_EMBEDDED = (
     "is a small part of the target rather than a separate model. Measured speedups and the "
     "best k therefore do not carry over; acceptance rates, which do not depend on the "
     "hardware, carry over better.",
-    "- **Sample size.** A few prompts per language give wide intervals; an *inconclusive* "
-    "verdict is then the honest answer, not a failure. docs/analysis.md says how much data "
-    "the rules need.",
+    "- **Sample size.** A few prompts per language give wide intervals; below the rules' "
+    "minimum the honest answer is *insufficient data*, not a failure. docs/analysis.md "
+    "says how much data the rules need.",
     "{decoding}",
     "- **Rules.** The verdicts are those of the rules in docs/analysis.md applied to these "
     "intervals; the same rules on a GPU study of Qwen3.5 would answer for that setup.",
@@ -781,7 +724,7 @@ the runs' tokenizer's), the drafter (MTP heads and D-Flash drafters are trained 
 their target and read its hidden states, unlike a stand-alone draft model), the \
 hardware (verification cost and so speedups and the best k differ between CPU and \
 GPU; acceptance rates carry over better), the sample size (few prompts give wide \
-intervals and honest *inconclusive* verdicts) and the decoding (greedy acceptance is \
+intervals and honest *insufficient data* verdicts) and the decoding (greedy acceptance is \
 an exact match; under sampling vLLM accepts by probability). The verdicts are those \
 of the rules in docs/analysis.md."""
 

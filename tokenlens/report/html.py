@@ -1,28 +1,77 @@
-"""Page assembly: one self-contained HTML file per report.
+"""Page assembly: Jinja2 templates with autoescape, one self-contained HTML file each.
+
+Every page comes from a template in ``tokenlens/report/templates/`` (package data),
+rendered with autoescape on: any value a template prints is HTML-escaped unless it is
+marked safe here (our own CSS and script, the Vega bundle, JSON made safe for a
+``<script>`` element by :func:`script_json`). Model outputs, token texts and names
+from plan files are therefore escaped by construction, not by remembering to.
 
 Vega, Vega-Lite and vega-embed are inlined once (from ``vl-convert-python``'s bundle,
 ~0.9 MB), the chart specs go in one ``application/json`` script element, and a short
-script of ours renders them. A Content-Security-Policy admits exactly those two
-scripts by hash and forbids every fetch, so the page cannot reach the network and a
-model output that slipped past escaping still could not run (defence in depth; the
-escaping in :mod:`tokenlens.report.escape` is what the injection test checks).
+script of ours (``embed.js``) renders them. A Content-Security-Policy admits exactly
+those two scripts by hash and forbids every fetch, so the page cannot reach the
+network and a model output that slipped past escaping still could not run (defence
+in depth; the browser test checks the escaping).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 import altair as alt
-
-from tokenlens.report.assets import CSS, EMBED_JS
-from tokenlens.report.escape import script_json
-from tokenlens.report.escape import text as esc
+import jinja2
+from markupsafe import Markup
 
 Spec = dict[str, Any]
+
+# Inside <script>, the HTML parser ends the element at "</script" and changes state at
+# "<!--"; escaping every "<", ">" and "&" as JSON \u escapes removes both, and the
+# value JSON.parse reads is unchanged. U+2028/U+2029 end lines in older JavaScript
+# parsers. (Jinja's own tojson filter sorts keys and leaves U+2028 as it is.)
+_SCRIPT_SAFE = {
+    ord("<"): "\\u003c",
+    ord(">"): "\\u003e",
+    ord("&"): "\\u0026",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def script_json(value: Any) -> Markup:
+    """JSON that is safe verbatim inside a ``<script>`` element (any type attribute)."""
+    dumped = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Markup(dumped.translate(_SCRIPT_SAFE))
+
+
+def static(name: str) -> str:
+    """A file of the templates folder as text (our CSS and script)."""
+    return resources.files("tokenlens.report").joinpath("templates", name).read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The one template environment: autoescape always on, undefined names fail."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("tokenlens.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["script_json"] = script_json
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    """Render ``template`` (a file name under templates/) with ``context``."""
+    return environment().get_template(template).render(**context)
 
 
 def vega_lite_version() -> str:
@@ -59,24 +108,24 @@ def csp(scripts: Sequence[str]) -> str:
     )
 
 
-def chart_div(chart_id: str) -> str:
-    """Where the page's script renders chart ``chart_id``."""
-    return f'<div class="chart" id="chart-{esc(chart_id)}"></div>'
-
-
-def page(title: str, body: str, specs: Mapping[str, Spec], signatures: Sequence[str]) -> str:
-    """The whole document. ``body`` is HTML already escaped by its builders."""
-    bundle = vega_bundle()
-    policy = csp([bundle, EMBED_JS])
-    footer = "".join(f"<p>signature: <code>{esc(sig)}</code></p>" for sig in signatures)
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(policy)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-        f"{body}<footer>{footer}</footer>"
-        f'<script type="application/json" id="tl-specs">{script_json(dict(specs))}</script>'
-        f"<script>{bundle}</script><script>{EMBED_JS}</script>"
-        "</body></html>\n"
+def chart_page(
+    template: str,
+    title: str,
+    specs: Mapping[str, Spec],
+    signatures: Sequence[str],
+    **context: Any,
+) -> str:
+    """A report page with charts: ``template`` extends ``page.html``, which adds the
+    policy, the CSS, the footer of ``signatures``, the specs and the scripts."""
+    bundle, embed = vega_bundle(), static("embed.js")
+    return render(
+        template,
+        title=title,
+        policy=csp([bundle, embed]),
+        css=Markup(static("report.css")),
+        specs=dict(specs),
+        signatures=list(signatures),
+        bundle=Markup(bundle),
+        embed_js=Markup(embed),
+        **context,
     )

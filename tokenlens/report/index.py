@@ -9,9 +9,9 @@ unreadable, is shown as such instead of failing: the page is written last and mu
 lose the work before it.
 
 The page is static and fully offline. It has no script at all (its Content-Security-
-Policy forbids scripts and fetches), shares the reports' CSS, escapes every text with
-:func:`tokenlens.report.escape.text` and formats numbers with
-:mod:`tokenlens.report.findings`, so the index and FINDINGS.md agree digit for digit.
+Policy forbids scripts and fetches), shares the reports' CSS, comes from
+``templates/index.html`` with autoescape, and formats numbers with
+:mod:`tokenlens.format`, so the index and FINDINGS.md agree digit for digit.
 """
 
 from __future__ import annotations
@@ -24,19 +24,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from markupsafe import Markup
+
 from tokenlens.errors import TokenlensError
-from tokenlens.report.assets import CSS
-from tokenlens.report.escape import text as esc
-from tokenlens.report.findings import (
-    HYPOTHESES,
-    MISSING,
-    VERDICT_WORDS,
-    best_speedups,
-    interval,
-    languages,
-    qty,
-    rate_cell,
-)
+from tokenlens.format import HYPOTHESES, MISSING, interval, lang_order, qty, rate_cell
+from tokenlens.report.analyze import hypotheses
+from tokenlens.report.findings import best_speedups
+from tokenlens.report.html import render, static
 
 INDEX = "index.html"
 NOT_RUN = "not run"
@@ -46,11 +40,7 @@ POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
     "base-uri 'none'; form-action 'none'"
 )
-INDEX_CSS = """\
-.missing { color: #b26a00; font-style: italic; }
-.error { color: #c62828; }
-.files td:first-child { white-space: nowrap; }
-"""
+TEMPLATE = "index.html"
 # Anchors of the analysis report (tokenlens/report/analyze.py) the index links to.
 TOKEN_VIEW_ID = "token-view"
 REPORT_ANCHORS = (TOKEN_VIEW_ID, *(f"hyp-{key}" for key in HYPOTHESES))
@@ -95,29 +85,20 @@ def index_html(
     report = analysis_dir / "report.html" if analysis_dir is not None else None
     found = anchors(report, REPORT_ANCHORS)
     run_parts = [(run, _read_json(run / "manifest.json")) for run in runs]
-    body = [
-        "<h1>tokenlens study</h1>",
-        '<p class="sub">What this study wrote and its headline numbers. Links are '
-        "relative: keep the directory together.</p>",
-        "<h2>Acceptance per language</h2>",
-        _acceptance(analysis),
-        "<h2>Hypotheses</h2>",
-        _hypotheses(out, report, found, analysis),
-        "<h2>Measured speed</h2>",
-        _speed(bench),
-        "<h2>Reports and files</h2>",
-        _files(out, bench_dir, bench, analysis_dir, analysis, found, findings, extra_markdown),
-        "<h2>Runs</h2>",
-        _runs(out, run_parts),
-    ]
-    signatures = _signatures(bench, analysis, run_parts)
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(POLICY)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>tokenlens study</title><style>{CSS}{INDEX_CSS}</style></head><body>"
-        f"{''.join(body)}<footer>{signatures}</footer></body></html>\n"
+    return render(
+        TEMPLATE,
+        policy=POLICY,
+        css=Markup(static("report.css") + static("index.css")),
+        analysis_problem=_problem(analysis),
+        bench_problem=_problem(bench),
+        **_acceptance(analysis),
+        hypotheses=_hypotheses(out, report, found, analysis),
+        **_speed(bench),
+        files=_files(
+            out, bench_dir, bench, analysis_dir, analysis, found, findings, extra_markdown
+        ),
+        runs=_runs(out, run_parts),
+        signatures=_signatures(bench, analysis, run_parts),
     )
 
 
@@ -168,11 +149,11 @@ def href(out: Path, target: Path, anchor: str = "") -> str:
     return quote(rel, safe="/") + (f"#{quote(anchor, safe='')}" if anchor else "")
 
 
-def _link(out: Path, target: Path | None, label: str, anchor: str = "") -> str:
-    """A link when ``target`` exists, else a note that it is missing."""
+def _link(out: Path, target: Path | None, label: str, anchor: str = "") -> dict[str, Any]:
+    """A link when ``target`` exists, else (href None) a note that it is missing."""
     if target is None or not target.exists():
-        return f'<span class="missing">{esc(label)}: missing</span>'
-    return f'<a href="{esc(href(out, target, anchor))}">{esc(label)}</a>'
+        return {"href": None, "label": label}
+    return {"href": href(out, target, anchor), "label": label}
 
 
 def anchors(path: Path | None, wanted: Sequence[str]) -> set[str]:
@@ -190,81 +171,67 @@ def anchors(path: Path | None, wanted: Sequence[str]) -> set[str]:
 # --- sections -------------------------------------------------------------------------------
 
 
-def _problem(part: _Part, what: str) -> str:
-    kind = "missing" if part.problem and part.problem.startswith(NOT_RUN) else "error"
-    return f'<p class="{kind}">{esc(what)}: {esc(part.problem)}</p>'
+def _problem(part: _Part) -> dict[str, str] | None:
+    """Why a part has nothing to show: ``missing`` when it was not run, else ``error``."""
+    if not part.problem:
+        return None
+    kind = "missing" if part.problem.startswith(NOT_RUN) else "error"
+    return {"kind": kind, "text": part.problem}
 
 
-def _acceptance(analysis: _Part) -> str:
+def _acceptance(analysis: _Part) -> dict[str, Any]:
     if analysis.problem:
-        return _problem(analysis, "analysis")
+        return {"acceptance": [], "gap": MISSING}
     summary: Mapping[str, Any] = analysis.data
     acc = summary.get("acceptance") or {}
     judged = summary.get("acceptance_judged") or {}
-    rows = "".join(
-        f"<tr><td>{esc(lang)}</td><td>{esc(rate_cell(acc[lang]))}</td>"
-        f"<td>{esc(acc[lang].get('n', MISSING))}</td>"
-        f"<td>{esc(acc[lang].get('requests', MISSING))}</td>"
-        f"<td>{esc(rate_cell(judged.get(lang)))}</td></tr>"
-        for lang in languages(acc)
-    )
-    gap = interval((summary.get("gap") or {}).get("judged"), "pp")
-    return (
-        "<table><tr><th>language</th><th>acceptance (all draft tokens) [95% CI]</th>"
-        "<th>draft tokens</th><th>requests</th><th>judged-position rate [95% CI]</th></tr>"
-        f"{rows}</table>"
-        f"<p>Japanese − English, judged positions: {esc(gap)}. "
-        "<code>*</code> fewer rows than min_count.</p>"
-    )
+    rows = [
+        [
+            lang,
+            rate_cell(acc[lang]),
+            acc[lang].get("n", MISSING),
+            acc[lang].get("requests", MISSING),
+            rate_cell(judged.get(lang)),
+        ]
+        for lang in lang_order(acc)
+    ]
+    return {"acceptance": rows, "gap": interval((summary.get("gap") or {}).get("judged"), "pp")}
 
 
-def _hypotheses(out: Path, report: Path | None, found: set[str], analysis: _Part) -> str:
+def _hypotheses(
+    out: Path, report: Path | None, found: set[str], analysis: _Part
+) -> list[dict[str, Any]]:
     if analysis.problem:
-        return _problem(analysis, "analysis")
-    hyps = analysis.data.get("hypotheses") or {}
-    cards = []
-    for key, name in HYPOTHESES.items():
-        h = hyps.get(key) or {}
-        verdict = str(h.get("verdict", "inconclusive"))
-        effect = {"value": h.get("effect"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")}
-        more = ""
-        if f"hyp-{key}" in found:
-            more = f" {_link(out, report, 'in the report', f'hyp-{key}')}"
-        cards.append(
-            f'<div class="hyp"><h3>{esc(key)}: {esc(name)}</h3>'
-            f'<span class="verdict {esc(verdict)}">{esc(VERDICT_WORDS.get(verdict, verdict))}'
-            f'</span> <span class="effect">effect {esc(interval(effect, "pp"))}</span>'
-            f'<p class="evidence">{esc(h.get("evidence", ""))}{more}</p></div>'
-        )
-    return f'<div class="hyps">{"".join(cards)}</div>'
+        return []
+    cards = hypotheses(analysis.data.get("hypotheses") or {}, note="", every=True)
+    for card in cards:
+        anchor = f"hyp-{card['key']}"
+        card["more"] = _link(out, report, "in the report", anchor) if anchor in found else None
+    return cards
 
 
-def _speed(bench: _Part) -> str:
+def _speed(bench: _Part) -> dict[str, Any]:
     if bench.problem:
-        return _problem(bench, "bench")
+        return {"plan_name": None, "plan_description": "", "speed": []}
     rows: list[Mapping[str, Any]] = bench.data["rows"]
-    best = best_speedups(rows)
     plan = bench.data["info"].get("plan") or {}
-    head = ""
-    if plan.get("name"):
-        head = f"<p>Plan <code>{esc(plan['name'])}</code>: {esc(plan.get('description', ''))}</p>"
-    if not best:
-        return head + '<p class="missing">no speculative case with a baseline to compare</p>'
-    cells = "".join(
-        f"<tr><td>{esc(lang)}</td><td>{esc(qty(row.get('speedup_tok_s'), 'speedup'))}</td>"
-        f"<td>{esc(qty(row.get('speedup_chars_s'), 'speedup'))}</td>"
-        f"<td>{esc(row.get('method_label') or row.get('method'))}</td>"
-        f"<td>{esc(row.get('k'))}</td><td>{esc(row.get('model'))}</td>"
-        f"<td>{esc(row.get('corpus'))}</td></tr>"
-        for lang, row in best.items()
-    )
-    return (
-        f"{head}<p>The best speculative case per language, by tok/s speedup over the "
-        "baseline of the same model and language.</p>"
-        "<table><tr><th>language</th><th>speedup (tok/s)</th><th>speedup (chars/s)</th>"
-        "<th>method</th><th>k</th><th>model</th><th>corpus</th></tr>"
-        f"{cells}</table>"
-    )
+    speed = [
+        [
+            lang,
+            qty(row.get("speedup_tok_s"), "speedup"),
+            qty(row.get("speedup_chars_s"), "speedup"),
+            row.get("method_label") or row.get("method"),
+            row.get("k"),
+            row.get("model"),
+            row.get("corpus"),
+        ]
+        for lang, row in best_speedups(rows).items()
+    ]
+    return {
+        "plan_name": plan.get("name"),
+        "plan_description": plan.get("description", ""),
+        "speed": speed,
+    }
 
 
 def _files(
@@ -276,23 +243,28 @@ def _files(
     found: set[str],
     findings: Path | None,
     extra_markdown: Sequence[Path],
-) -> str:
-    rows: list[tuple[str, str]] = []
+) -> list[tuple[str, list[dict[str, Any]] | None]]:
+    """(part, its links) per row of the files table; None: the part was not run."""
+    rows: list[tuple[str, list[dict[str, Any]] | None]] = []
     if bench_dir is None or bench.problem == NOT_RUN:
-        rows.append(("bench", f'<span class="missing">{NOT_RUN}</span>'))
+        rows.append(("bench", None))
     else:
-        links = [
-            _link(out, bench_dir / name, label)
-            for name, label in (
-                ("report.html", "report"),
-                ("results.md", "results.md"),
-                ("results.csv", "results.csv"),
-                ("bench.json", "bench.json"),
+        rows.append(
+            (
+                "bench",
+                [
+                    _link(out, bench_dir / name, label)
+                    for name, label in (
+                        ("report.html", "report"),
+                        ("results.md", "results.md"),
+                        ("results.csv", "results.csv"),
+                        ("bench.json", "bench.json"),
+                    )
+                ],
             )
-        ]
-        rows.append(("bench", " · ".join(links)))
+        )
     if analysis_dir is None or analysis.problem == NOT_RUN:
-        rows.append(("analysis", f'<span class="missing">{NOT_RUN}</span>'))
+        rows.append(("analysis", None))
     else:
         report = analysis_dir / "report.html"
         links = [_link(out, report, "report")]
@@ -302,43 +274,33 @@ def _files(
             _link(out, analysis_dir / "tables.md", "tables.md"),
             _link(out, analysis_dir / "summary.json", "summary.json"),
         ]
-        rows.append(("analysis", " · ".join(links)))
-    if findings is None:
-        rows.append(("findings", f'<span class="missing">{NOT_RUN}</span>'))
-    else:
-        rows.append(("findings", _link(out, findings, findings.name)))
-    for extra in extra_markdown:
-        rows.append(("notes", _link(out, extra, extra.name)))
-    cells = "".join(f"<tr><td>{esc(what)}</td><td>{links}</td></tr>" for what, links in rows)
-    return f'<table class="files">{cells}</table>'
+        rows.append(("analysis", links))
+    rows.append(("findings", None if findings is None else [_link(out, findings, findings.name)]))
+    rows += [("notes", [_link(out, extra, extra.name)]) for extra in extra_markdown]
+    return rows
 
 
-def _runs(out: Path, runs: Sequence[tuple[Path, _Part]]) -> str:
-    if not runs:
-        return f'<p class="missing">{NOT_RUN}</p>'
+def _runs(out: Path, runs: Sequence[tuple[Path, _Part]]) -> list[dict[str, Any]]:
     rows = []
     for run, manifest in runs:
         data = manifest.data if isinstance(manifest.data, dict) else {}
         spec = data.get("speculative") or {}
-        status = (
-            esc(data.get("status", MISSING)) if not manifest.problem else _problem_span(manifest)
-        )
         rows.append(
-            f"<tr><td>{esc(run.name)}</td><td>{esc(spec.get('method', MISSING))}</td>"
-            f"<td>{esc(spec.get('num_speculative_tokens', MISSING))}</td><td>{status}</td>"
-            f"<td>{_link(out, run / 'manifest.json', 'manifest.json')}</td></tr>"
+            {
+                "name": run.name,
+                "method": spec.get("method", MISSING),
+                "k": spec.get("num_speculative_tokens", MISSING),
+                "status": data.get("status", MISSING),
+                "problem": manifest.problem,
+                "manifest": _link(out, run / "manifest.json", "manifest.json"),
+            }
         )
-    return (
-        "<table><tr><th>run</th><th>method</th><th>k</th><th>status</th><th>manifest</th></tr>"
-        f"{''.join(rows)}</table>"
-    )
+    return rows
 
 
-def _problem_span(part: _Part) -> str:
-    return f'<span class="error">{esc(part.problem)}</span>'
-
-
-def _signatures(bench: _Part, analysis: _Part, runs: Sequence[tuple[Path, _Part]]) -> str:
+def _signatures(
+    bench: _Part, analysis: _Part, runs: Sequence[tuple[Path, _Part]]
+) -> list[tuple[str, Any]]:
     """Every signature the parts carry: the analysis', the bench's, each run's."""
     sigs: list[tuple[str, Any]] = []
     if not analysis.problem and analysis.data.get("signature"):
@@ -348,4 +310,4 @@ def _signatures(bench: _Part, analysis: _Part, runs: Sequence[tuple[Path, _Part]
     for run, manifest in runs:
         if isinstance(manifest.data, dict) and manifest.data.get("signature"):
             sigs.append((f"run {run.name}", manifest.data["signature"]))
-    return "".join(f"<p>{esc(what)} signature: <code>{esc(sig)}</code></p>" for what, sig in sigs)
+    return sigs

@@ -10,15 +10,15 @@ Every output token gets one of three states, from the draft events that produced
 
 Texts come from the run directory (``requests.parquet`` + the manifest's tokenizer) so
 the whole output is shown, byte fragments included; when the run directory is gone
-only the judged tokens of ``tokens.parquet`` are shown, with gaps marked. Everything
-from the model is escaped here (:mod:`tokenlens.report.escape`).
+only the judged tokens of ``tokens.parquet`` are shown, with gaps marked. The markup
+is ``templates/tokenview.html``, where autoescape escapes everything from the model.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from tokenlens.errors import TokenlensError
-from tokenlens.report.escape import text as esc
+from tokenlens.format import finite, lang_key, num
 from tokenlens.rundir import MANIFEST, REQUESTS
 from tokenlens.text import load_tokenizer
 
@@ -81,9 +81,8 @@ def choose(events: pd.DataFrame, max_pairs: int = 3) -> list[tuple[str, list[str
 
 
 def _lang_order(group: pd.DataFrame) -> list[str]:
-    order = {"ja": 0, "en": 1}
     rows = sorted(zip(group["lang"].astype(str), group["request_id"].astype(str), strict=True),
-                  key=lambda r: (order.get(r[0], 2), r[1]))  # fmt: skip
+                  key=lambda r: (lang_key(r[0]), r[1]))  # fmt: skip
     return [rid for _, rid in rows]
 
 
@@ -174,7 +173,7 @@ def _tokens(rows: pd.DataFrame, pieces: list[str] | None) -> list[Token]:
 
 def _token(row: dict[str, Any], piece: str | None) -> Token:
     emitted = _str(row.get("token_text"))
-    logprob = _float(row.get("target_logprob"))
+    logprob = finite(row.get("target_logprob"))
     return Token(
         text=piece if piece is not None else emitted or "",
         state="accepted" if row["accepted"] else "rejected",
@@ -182,20 +181,13 @@ def _token(row: dict[str, Any], piece: str | None) -> Token:
         position=int(row["position"]),
         draft=_str(row.get("draft_text")),
         emitted=emitted,
-        top1_prob=_float(row.get("top1_prob")),
+        top1_prob=finite(row.get("top1_prob")),
         emitted_prob=None if logprob is None else math.exp(logprob),
     )
 
 
 def _str(value: Any) -> str | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-
-
-def _float(value: Any) -> float | None:
-    if value is None:
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
 
 
 def hover(token: Token) -> str:
@@ -212,37 +204,11 @@ def hover(token: Token) -> str:
         "emitted: " + (_quote(token.emitted) if token.emitted is not None else "unknown"),
     ]
     if token.top1_prob is not None:
-        lines.append(f"target top-1 probability: {token.top1_prob:.3f}")
+        lines.append(f"target top-1 probability: {num(token.top1_prob, 'rate')}")
     if token.emitted_prob is not None:
-        lines.append(f"target probability of the emitted token: {token.emitted_prob:.3f}")
+        lines.append(f"target probability of the emitted token: {num(token.emitted_prob, 'rate')}")
     return "\n".join(lines)
 
 
 def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def render(groups: Iterable[list[RequestView]]) -> str:
-    """HTML of the token view; all model text passes through :func:`esc`."""
-    parts: list[str] = []
-    for group in groups:
-        parts.append('<div class="pair">')
-        for view in group:
-            parts.append(
-                f'<div class="request" data-lang="{esc(view.lang)}">'
-                f"<h4>{esc(view.lang)} · {esc(view.prompt_id)} "
-                f'<span class="run">{esc(view.run)}</span></h4><div class="text">'
-            )
-            parts += [_span(token) for token in view.tokens]
-            if view.truncated:
-                parts.append(f'<span class="more">… {view.truncated} more tokens</span>')
-            parts.append("</div></div>")
-        parts.append("</div>")
-    return "".join(parts)
-
-
-def _span(token: Token) -> str:
-    pos = "" if token.position is None else f' data-pos="{token.position}"'
-    return (
-        f'<span class="t {token.state}"{pos} title="{esc(hover(token))}">{esc(token.text)}</span>'
-    )

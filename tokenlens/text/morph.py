@@ -34,6 +34,7 @@ import pyarrow as pa
 import regex
 
 from tokenlens.errors import TokenlensError
+from tokenlens.prompts import normalise_lang
 from tokenlens.text.charclass import SPACE, char_classes
 from tokenlens.text.spans import char_byte_offsets
 
@@ -90,8 +91,8 @@ class Units:
 
 
 def is_japanese(lang: str) -> bool:
-    """True for ``ja`` and its regional tags (``ja-JP``)."""
-    return lang.split("-")[0].lower() == "ja"
+    """True for ``ja`` and its regional tags (``ja-JP``, ``JA``: :func:`normalise_lang`)."""
+    return normalise_lang(lang) == "ja"
 
 
 # --------------------------------------------------------------------------- MeCab

@@ -31,7 +31,7 @@ from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, read_prompts
 from tokenlens.text.classify import BOUNDARIES, SCRIPTS, classify_requests
-from tokenlens.text.morph import dictionary_identity
+from tokenlens.text.morph import dictionary_identity, is_japanese
 from tokenlens.text.tokenizers import load_tokenizer
 
 __all__ = ["TokensConfig", "TokensResult", "prompt_text", "run_tokens_study", "summarize"]
@@ -64,10 +64,17 @@ def prompt_text(prompt: Prompt) -> str:
 
 
 def run_tokens_study(config: TokensConfig, progress: Progress = SILENT) -> TokensResult:
-    """Tokenise and classify every prompt of the corpus; write the three outputs."""
+    """Tokenise and classify every prompt of the corpus; write the three outputs.
+
+    Language tags arrive normalised by :func:`tokenlens.prompts.normalise_lang` (``ja``,
+    ``JA`` and ``ja-JP`` are one language, as in analyze); empty message contents are
+    refused when the corpus is read.
+    """
+    if config.out.exists() and not config.out.is_dir():
+        raise TokenlensError(f"--out {config.out} is a file, not a directory")
     prompts = read_prompts(config.corpus)
     vocab = load_tokenizer(config.tokenizer)
-    dictionary = dictionary_identity() if any(_is_ja(p.lang) for p in prompts) else ""
+    dictionary = dictionary_identity() if any(is_japanese(p.lang) for p in prompts) else ""
     requests: list[tuple[list[int], str]] = []
     changed = 0
     progress.stage("tokenise", total=len(prompts), unit="prompt")
@@ -121,10 +128,6 @@ def run_tokens_study(config: TokensConfig, progress: Progress = SILENT) -> Token
     except OSError as exc:
         raise TokenlensError(f"cannot write to {config.out}: {exc.strerror or exc}") from None
     return TokensResult(tokens_path, summary_path, markdown_path, summary)
-
-
-def _is_ja(lang: str) -> bool:
-    return lang.split("-")[0].lower() == "ja"
 
 
 def _shares(column: pa.ChunkedArray, names: tuple[str, ...]) -> dict[str, float]:

@@ -1,0 +1,62 @@
+"""The key estimands of an analysis by name, for the test bed and the benchmarks.
+
+summary.json nests its figures by purpose (families, contrast, hypotheses); tests and
+``benchmarks/bench_verdicts.py`` need them flat and by a stable name, so that the
+summary's layout can change without touching the simulations that judge it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenlens.analysis.verdicts import FREE, TRAINED
+
+KEYS = (
+    "acceptance_ja",
+    "acceptance_en",
+    "gap_trained",
+    "gap_free",
+    "composition_trained",
+    "within_trained",
+    "out_of_support_trained",
+    "composition_free",
+    "within_free",
+    "out_of_support_free",
+    "h2_did",
+    "h2_within_trained",
+)
+
+
+def _flat(entry: dict[str, Any] | None, key: str = "value") -> dict[str, Any]:
+    if not entry:
+        return {"value": None, "ci_low": None, "ci_high": None, "not_estimable": "absent"}
+    return {
+        "value": entry.get(key),
+        "ci_low": entry.get("ci_low"),
+        "ci_high": entry.get("ci_high"),
+        "not_estimable": entry.get("not_estimable") or entry.get("no_interval"),
+    }
+
+
+def key_estimates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{name: {value, ci_low, ci_high, not_estimable}}`` for every name in :data:`KEYS`.
+
+    ``acceptance_*`` is vLLM's rate (accepted / all draft tokens) of the trained
+    drafters' runs when there are any, else of the training-free ones; parts are by
+    the target's confidence, on judged rows, per drafter family.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    fams = summary.get("families") or {}
+    primary = fams.get(TRAINED) or fams.get(FREE) or {}
+    for lang in ("ja", "en"):
+        out[f"acceptance_{lang}"] = _flat((primary.get("acceptance") or {}).get(lang), "rate")
+    for fam, suffix in ((TRAINED, "trained"), (FREE, "free")):
+        block = fams.get(fam) or {}
+        out[f"gap_{suffix}"] = _flat(block.get("gap_judged"))
+        dec = block.get("confidence") or {}
+        for part in ("composition", "within", "out_of_support"):
+            out[f"{part}_{suffix}"] = _flat(dec.get(part))
+    contrast = summary.get("h2_contrast") or {}
+    out["h2_did"] = _flat(contrast.get("difference"))
+    out["h2_within_trained"] = _flat(contrast.get("within_trained"))
+    return out

@@ -1,0 +1,416 @@
+"""Everything ``analyze`` checks before it does any work, so that it is never silently wrong.
+
+A result of tokenlens is a scientific claim; an input that would make it wrong must
+stop the analysis with one line that names the run, the request and the reason,
+*before* minutes of classification and bootstrap. :func:`validate_inputs` checks:
+
+- ``--out``: not a file, not one of the runs, and not a directory holding files that
+  analyze did not write (unless ``--overwrite``); analyze marks its output directories
+  with :data:`OUT_MARKER`.
+- Each run is readable, its manifest fields have the right types, and its events fit
+  its requests (no nulls where the contract has none, positions within k, accepted
+  drafts a prefix of each step, output indices inside the output).
+- Token ids decode to ``output_text`` with the run's tokenizer (``--tokenizer``
+  overrides it for every run), so a wrong or relabelled tokenizer is caught, as is an
+  edited text. Runs with different tokenizers need ``--tokenizer``, under which every
+  run's ids must decode.
+- No run is given twice: not the same directory, and not two directories with the
+  same content (a copy would double n and narrow every interval).
+- A ``partial`` run needs ``--allow-partial``; events that do not match the run's
+  counters need ``--allow-unreconciled``. Analysed anyway, they are named in
+  :attr:`CheckedInputs.warnings`, which go into ``summary.json`` as
+  ``inputs.warnings`` (one line each) for the report and FINDINGS to show at the top.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokenlens import __version__
+from tokenlens.capture.reconcile import reconcile
+from tokenlens.errors import TokenlensError
+from tokenlens.rundir import Run, now_iso, output_mismatch, read_run, write_json_atomic
+
+if TYPE_CHECKING:
+    from tokenlens.analysis.analyze import AnalyzeConfig
+
+OUT_MARKER = ".tokenlens-analyze.json"
+"""Written into every analyze output directory: analyze may write there again."""
+
+# What analyze writes (a directory holding only these is an earlier analyze output).
+ANALYZE_OUTPUTS = frozenset(
+    {"tokens.parquet", "summary.json", "tables.md", "report.html", "charts", OUT_MARKER}
+)
+
+
+@dataclass(frozen=True)
+class CheckedInputs:
+    """The runs that passed every check, and what was let through by an --allow flag."""
+
+    runs: tuple[Run, ...]
+    tokenizers: tuple[str, ...]  # per run: the tokenizer its ids were checked with
+    warnings: tuple[str, ...]  # analysed despite: partial, unreconciled (one line each)
+    notes: tuple[str, ...]  # worth knowing, not a defect: resumed runs
+
+    def section(self) -> dict[str, Any]:
+        """``summary.json`` → ``inputs``: what was checked and what to say at the top."""
+        return {
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "runs": [
+                {
+                    "path": str(run.path),
+                    "status": run.manifest["status"],
+                    "tokenizer": tokenizer,
+                    "resumed": bool(run.manifest.get("resumed")),
+                }
+                for run, tokenizer in zip(self.runs, self.tokenizers, strict=True)
+            ],
+        }
+
+
+def validate_inputs(config: AnalyzeConfig) -> CheckedInputs:
+    """Check every input of ``config``; the first problem raises a one-line TokenlensError.
+
+    On success the output directory exists and carries :data:`OUT_MARKER`.
+    """
+    if not config.runs:
+        raise TokenlensError("analyze needs at least one run directory")
+    check_out(config.out, config.runs, config.overwrite)
+    _no_same_directory(config.runs)
+    if config.bench is not None and not config.bench.exists():
+        raise TokenlensError(f"--bench {config.bench}: no such file or directory")
+    runs = [read_run(path) for path in config.runs]
+    for run in runs:
+        _check_manifest(run)
+        _check_events(run)
+    _no_same_content(runs)
+    tokenizers = _check_tokens(runs, config.tokenizer)
+    warnings, notes = [], []
+    for run in runs:
+        line = _partial(run, config.allow_partial)
+        if line:
+            warnings.append(line)
+        line = _unreconciled(run, config.allow_unreconciled)
+        if line:
+            warnings.append(line)
+        resumed = run.manifest.get("resumed")
+        if isinstance(resumed, list) and resumed and run.complete:
+            salvaged = sum(
+                r["salvaged_requests"]
+                for r in resumed
+                if isinstance(r, dict) and isinstance(r.get("salvaged_requests"), int)
+            )
+            notes.append(
+                f"{run.path}: resumed after a crash; {salvaged} requests were salvaged from "
+                "step files (their counters are not vLLM's), the rest reconciled with vLLM"
+            )
+    claim_out(config.out)
+    return CheckedInputs(tuple(runs), tuple(tokenizers), tuple(warnings), tuple(notes))
+
+
+# -- --out ---------------------------------------------------------------------------------
+
+
+def check_out(out: Path, runs: tuple[Path, ...], overwrite: bool) -> None:
+    """``--out`` must be a directory analyze may write into."""
+    if out.exists() and not out.is_dir():
+        raise TokenlensError(f"--out {out} is a file: give a directory")
+    target = out.resolve()
+    for run in runs:
+        if run.exists() and run.resolve() == target:
+            raise TokenlensError(f"--out {out} is the run directory {run}: give another")
+    if not out.is_dir() or overwrite:
+        return
+    try:
+        names = sorted(p.name for p in out.iterdir())
+    except OSError as exc:
+        raise TokenlensError(f"--out {out}: cannot list it ({exc.strerror or exc})") from None
+    if not names or OUT_MARKER in names or _earlier_output(out, names):
+        return
+    foreign = [n for n in names if n not in ANALYZE_OUTPUTS] or names
+    raise TokenlensError(
+        f"--out {out} holds files analyze did not write ({foreign[0]}"
+        f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); "
+        "give --overwrite to write into it anyway"
+    )
+
+
+def _earlier_output(out: Path, names: list[str]) -> bool:
+    """A directory written by an analyze older than :data:`OUT_MARKER`."""
+    if not set(names) <= ANALYZE_OUTPUTS or "summary.json" not in names:
+        return False
+    try:
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and "hypotheses" in summary and "acceptance" in summary
+
+
+def claim_out(out: Path) -> None:
+    """Create ``out`` and mark it as analyze's (after every check passed)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(
+            out / OUT_MARKER,
+            {"written_by": "tokenlens analyze", "tokenlens": __version__, "at": now_iso()},
+        )
+    except OSError as exc:
+        raise TokenlensError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+
+
+# -- duplicates ----------------------------------------------------------------------------
+
+
+def _no_same_directory(paths: tuple[Path, ...]) -> None:
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        key = path.resolve()
+        if key in seen:
+            same = "" if str(seen[key]) == str(path) else f" (as {seen[key]})"
+            raise TokenlensError(f"run directory {path} is given twice{same}: each run counts once")
+        seen[key] = path
+
+
+def _digest(table: pa.Table, columns: list[str]) -> bytes:
+    """Hash of a table's content (independent of chunking and file metadata)."""
+    table = table.select(columns).combine_chunks().replace_schema_metadata(None)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).digest()
+
+
+def _no_same_content(runs: list[Run]) -> None:
+    """Two directories with identical requests and events are one run counted twice."""
+    seen: dict[bytes, Run] = {}
+    for run in runs:
+        assert run.events is not None
+        key = _digest(run.requests, ["request_id", "output_token_ids", "output_text"]) + _digest(
+            run.events, run.events.schema.names
+        )
+        if key in seen:
+            other = seen[key]
+            same = run.manifest["signature"] == other.manifest["signature"]
+            raise TokenlensError(
+                f"runs {other.path} and {run.path} hold the same requests and events"
+                f"{' and signature' if same else ''}: one run would count twice"
+            )
+        seen[key] = run
+
+
+# -- one run ---------------------------------------------------------------------------------
+
+
+def _check_manifest(run: Run) -> None:
+    m = run.manifest
+    where = run.path / "manifest.json"
+    for key in ("signature", "tokenizer"):
+        if not isinstance(m[key], str) or not m[key]:
+            raise TokenlensError(f"{where}: '{key}' must be a non-empty string")
+    spec = m["speculative"]
+    if not isinstance(spec, dict):
+        raise TokenlensError(f"{where}: 'speculative' must be an object")
+    if not isinstance(spec.get("method", ""), str):
+        raise TokenlensError(f"{where}: 'speculative.method' must be a string")
+    k = spec.get("num_speculative_tokens")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+        raise TokenlensError(f"{where}: 'speculative.num_speculative_tokens' must be an integer")
+    reconciliation = m.get("reconciliation")
+    if reconciliation is not None and not isinstance(reconciliation, dict):
+        raise TokenlensError(f"{where}: 'reconciliation' must be an object")
+
+
+def _nulls(table: pa.Table, column: str) -> int:
+    return int(table.column(column).null_count)
+
+
+def _check_events(run: Run) -> None:
+    """Events that fit their requests, as the contract defines them."""
+    if run.events is None:
+        raise TokenlensError(
+            f"{run.path}: no events.parquet (trace the run with capture to analyse it)"
+        )
+    where = run.path / "events.parquet"
+    req, ev = run.requests, run.events
+    rids = req.column("request_id")
+    if rids.null_count:
+        raise TokenlensError(f"{run.path / 'requests.parquet'}: a request_id is null")
+    if pc.count_distinct(rids).as_py() != req.num_rows:
+        raise TokenlensError(f"{run.path / 'requests.parquet'}: a request_id is repeated")
+    for column in ("request_id", "step", "position", "draft_token_id", "accepted"):
+        if _nulls(ev, column):
+            raise TokenlensError(f"{where}: column '{column}' has nulls")
+    if ev.num_rows == 0:
+        return
+    known = pc.is_in(ev.column("request_id"), value_set=rids.combine_chunks())
+    if not pc.all(known).as_py():
+        bad = ev.column("request_id").filter(pc.invert(known))[0].as_py()
+        raise TokenlensError(f"{where}: names request {bad!r}, which requests.parquet lacks")
+    step = ev.column("step").to_numpy()
+    position = ev.column("position").to_numpy()
+    if (step < 0).any() or (position < 0).any():
+        raise TokenlensError(f"{where}: a step or position is negative")
+    k = run.manifest["speculative"].get("num_speculative_tokens")
+    if k and (position >= k).any():
+        raise TokenlensError(
+            f"{where}: draft position {int(position.max())} but the run drafts k={k} tokens"
+        )
+    for column in ("emitted_token_id", "output_index"):
+        values = ev.column(column).drop_null().to_numpy()
+        if (values < 0).any():
+            raise TokenlensError(f"{where}: column '{column}' has a negative value")
+    _check_steps(where, ev)
+    _check_accepted(where, ev)
+    _check_output_index(run, where)
+
+
+def _check_steps(where: Path, ev: pa.Table) -> None:
+    """Each (request, step, position) once, and accepted drafts a prefix of their step."""
+    order = pc.sort_indices(
+        ev,
+        sort_keys=[("request_id", "ascending"), ("step", "ascending"), ("position", "ascending")],
+    )
+    t = ev.take(order)
+    rid = pc.dictionary_encode(t.column("request_id")).combine_chunks().indices.to_numpy()
+    step = t.column("step").to_numpy()
+    pos = t.column("position").to_numpy()
+    acc = t.column("accepted").to_numpy(zero_copy_only=False).astype(bool)
+    same = (rid[1:] == rid[:-1]) & (step[1:] == step[:-1])
+    if (same & (pos[1:] == pos[:-1])).any():
+        raise TokenlensError(f"{where}: a (request_id, step, position) appears twice")
+    if (same & acc[1:] & ~acc[:-1]).any():
+        raise TokenlensError(f"{where}: a draft is accepted after a rejected one in its step")
+    first = np.concatenate(([True], ~same))
+    if (pos[first] != 0).any():
+        raise TokenlensError(f"{where}: a step does not start at draft position 0")
+
+
+def _check_output_index(run: Run, where: Path) -> None:
+    """Output indices inside the output, pointing at the token the event says came out."""
+    assert run.events is not None
+    ev = run.events.filter(pc.is_valid(run.events.column("output_index")))
+    if ev.num_rows == 0:
+        return
+    ids = run.requests.column("output_token_ids").combine_chunks()
+    lengths = pc.list_value_length(ids).fill_null(0).to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.cumsum(lengths)))[:-1]
+    index = pc.index_in(ev.column("request_id"), value_set=run.requests.column("request_id"))
+    row = index.to_numpy(zero_copy_only=False)
+    at = ev.column("output_index").to_numpy()
+    if (at >= lengths[row]).any():
+        raise TokenlensError(f"{where}: an output_index lies beyond its request's output")
+    if ev.column("emitted_token_id").null_count:
+        raise TokenlensError(f"{where}: an event has an output_index but no emitted_token_id")
+    flat = pc.list_flatten(ids).to_numpy(zero_copy_only=False)
+    if (flat[starts[row] + at] != ev.column("emitted_token_id").to_numpy()).any():
+        raise TokenlensError(
+            f"{where}: an emitted_token_id differs from its request's output at its output_index"
+        )
+
+
+def _check_accepted(where: Path, ev: pa.Table) -> None:
+    """An accepted draft came out as itself (unless vLLM only showed a -1 placeholder)."""
+    acc = ev.column("accepted").to_numpy(zero_copy_only=False).astype(bool)
+    emitted = ev.column("emitted_token_id")
+    if (acc & ~pc.is_valid(emitted).to_numpy(zero_copy_only=False)).any():
+        raise TokenlensError(f"{where}: an accepted draft has no emitted_token_id")
+    draft = ev.column("draft_token_id").to_numpy()
+    out = emitted.fill_null(-1).to_numpy()
+    if (acc & (draft >= 0) & (draft != out)).any():
+        raise TokenlensError(f"{where}: an accepted draft differs from the token that came out")
+
+
+def _partial(run: Run, allowed: bool) -> str | None:
+    if run.complete:
+        return None
+    salvage = run.manifest.get("salvage") or {}
+    unfinished = salvage.get("unfinished") if isinstance(salvage, dict) else None
+    detail = (
+        f"{len(unfinished)} of {run.requests.num_rows} requests unfinished"
+        if isinstance(unfinished, list)
+        else f"{run.requests.num_rows} requests recorded"
+    )
+    if not allowed:
+        raise TokenlensError(
+            f"{run.path} is a partial run (the trace did not finish; {detail}): complete it "
+            f"with 'tokenlens trace --resume {run.path}', or give --allow-partial"
+        )
+    counts = (
+        "; its counters are derived from the events"
+        if isinstance(run.manifest.get("salvaged_at"), str)
+        else ""
+    )
+    return f"{run.path}: partial run analysed (--allow-partial): {detail}{counts}"
+
+
+def _unreconciled(run: Run, allowed: bool) -> str | None:
+    assert run.events is not None
+    problems = reconcile(run.events, run.metrics)
+    recorded = run.manifest.get("reconciliation") or {}
+    if not problems and recorded.get("exact") is False:
+        differences = recorded.get("differences")
+        if not isinstance(differences, list) or not differences:
+            differences = [differences or "the trace recorded a difference"]
+        problems = [str(d) for d in differences]
+    if not problems:
+        return None
+    if not allowed:
+        raise TokenlensError(
+            f"{run.path}: events do not match the run's counters ({problems[0]}"
+            f"{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''}); "
+            "give --allow-unreconciled to analyse it anyway"
+        )
+    return (
+        f"{run.path}: events do not match the run's counters, analysed "
+        f"(--allow-unreconciled): {problems[0]}"
+    )
+
+
+# -- tokens ------------------------------------------------------------------------------
+
+
+def _check_tokens(runs: list[Run], override: str | None) -> list[str]:
+    """Every request's ids decode to its text with the tokenizer it will be analysed with."""
+    from tokenlens.text import load_tokenizer
+
+    names = [override or str(run.manifest["tokenizer"]) for run in runs]
+    vocabs = []
+    for run, name in zip(runs, names, strict=True):
+        try:
+            vocabs.append(load_tokenizer(name))
+        except TokenlensError as exc:
+            raise TokenlensError(f"{run.path}: {exc}") from None
+    identities = {v.identity for v in vocabs}
+    if override is None and len(identities) > 1:
+        listed = ", ".join(
+            f"{run.path.name}: {name}" for run, name in zip(runs, names, strict=True)
+        )
+        raise TokenlensError(
+            f"the runs use different tokenizers ({listed}); give --tokenizer T if one "
+            "tokenizer fits them all (every run's ids must decode under it)"
+        )
+    for run, name, vocab in zip(runs, names, vocabs, strict=True):
+        rows = zip(
+            run.requests.column("request_id").to_pylist(),
+            run.requests.column("output_token_ids").to_pylist(),
+            run.requests.column("output_text").to_pylist(),
+            strict=True,
+        )
+        for rid, ids, text in rows:
+            why = output_mismatch(vocab, ids or [], text or "")
+            if why is not None:
+                source = "--tokenizer" if override else "the manifest's tokenizer"
+                raise TokenlensError(
+                    f"{run.path}: request {rid!r}: output_token_ids do not decode to "
+                    f"output_text with {name} ({source}): {why}"
+                )
+    return names
