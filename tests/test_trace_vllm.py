@@ -109,6 +109,8 @@ def test_manifest_and_events(dm3_run: Run) -> None:
     assert man["tokenizer"] == "qwen2.5" and man["vllm_version"] == "0.32.0"
     assert "method:draft_model|k:3" in man["signature"]
     assert man["reconciliation"] == {"exact": True, "differences": []}
+    assert man["per_request_reconciliation"]["exact"] is True
+    assert (man["capture"]["tier"], man["capture"]["state"]) == ("verified", "ok")
     check_events(dm3_run)
 
 

@@ -18,6 +18,7 @@ from tokenlens.bench.results import BENCH_JSON, read_results
 from tokenlens.bench.run import BenchConfig, run_bench
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.models.embedded import ensure_pair
+from tokenlens.packaged import corpora_dir, plans_dir
 from tokenlens.progress import SILENT, Progress
 from tokenlens.report import write_analyze_report, write_bench_report
 from tokenlens.report.findings import findings_markdown
@@ -25,9 +26,9 @@ from tokenlens.report.index import write_index
 from tokenlens.rundir import read_run
 from tokenlens.trace import TraceConfig, run_trace
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = ROOT / "corpora" / "demo.jsonl"
-PLANS = ROOT / "plans"
+# Shipped with the package (a wheel) or at the root of a checkout: tokenlens.packaged.
+DEFAULT_CORPUS = corpora_dir() / "demo.jsonl"
+PLANS = plans_dir()
 
 
 @dataclass(frozen=True)

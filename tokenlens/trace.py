@@ -19,6 +19,7 @@ import pyarrow as pa
 from tokenlens import __version__
 from tokenlens.capture.events import build_capture
 from tokenlens.capture.reconcile import reconcile
+from tokenlens.capture.summary import record_capture
 from tokenlens.engine.config import (
     METHODS_WITH_DRAFT_MODEL,
     EngineConfig,
@@ -287,13 +288,20 @@ def run_trace_server(config: TraceConfig, progress: Progress = SILENT) -> Path:
     capture = build_capture(config.server_trace_dir, id_map=id_map, keep=set(id_map.values()))
     write_events(config.out, capture.table())
     problems = reconcile(capture.table(), counters)
+    summary, per_request, _ = record_capture(
+        config.server_trace_dir, capture, capture.table(), reported_per_request(requests),
+        counters.num_drafts,
+    )  # fmt: skip
     writer.complete(
         timing={
             "wall_seconds": wall,
             "output_tokens": sum(len(r.output_token_ids) for r in requests),
         },
         reconciliation={"exact": not problems, "differences": problems},
+        per_request_reconciliation=per_request,
+        capture=summary,
     )
+    note_lost_identities(summary, progress)
     if problems:
         raise TokenlensError(
             f"events do not match the server's counters ({'; '.join(problems)}); "
@@ -321,6 +329,7 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     if config.server is not None:
         return run_trace_server(config, progress)
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
+    precheck_capture(config, progress)
     jobs = trace_jobs(config, prompts)
     RunWriter.check_free(config.out, config.overwrite)
     capture_dir = config.out / CAPTURE
@@ -347,19 +356,63 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     capture = build_capture(capture_dir)
     write_events(config.out, capture.table())
     problems = reconcile(capture.table(), result.counters)
+    summary, per_request, capture_failed = record_capture(
+        capture_dir, capture, capture.table(), reported_per_request(result.requests),
+        result.counters.num_drafts,
+    )  # fmt: skip
     out_tokens = sum(len(r.output_token_ids) for r in result.requests)
     writer.complete(
         vllm_version=result.vllm_version,
         timing={"wall_seconds": result.wall_seconds, "output_tokens": out_tokens},
         reconciliation={"exact": not problems, "differences": problems},
+        per_request_reconciliation=per_request,
+        capture=summary,
         num_preemptions=result.info.get("num_preemptions"),
         dtype=engine.info.get("dtype"),
     )
+    note_lost_identities(summary, progress)
     if problems:
         raise TokenlensError(
             f"events do not match vLLM's counters ({'; '.join(problems)}); run kept at {config.out}"
         )
+    if capture_failed is not None:
+        raise TokenlensError(f"{capture_failed}; run kept at {config.out}")
     return config.out
+
+
+def precheck_capture(config: TraceConfig, progress: Progress = SILENT) -> None:
+    """Before any engine starts: refuse a vLLM the hook cannot trace, warn about the rest.
+
+    Reads the installed vLLM's sources (no import; the engine's plugin checks the live
+    classes again). An untested vLLM and async scheduling (rejected drafts' ids lost)
+    each get one warning line.
+    """
+    from tokenlens.capture.placeholders import async_expected, is_cpu_build, lost_identity_warning
+    from tokenlens.capture.tiers import REFUSED, UNTESTED, installed_tier
+
+    checked = installed_tier()
+    if checked is not None:
+        report, tier = checked
+        if tier.name == REFUSED:
+            raise TokenlensError(f"vLLM {report.version} cannot be traced: {report.problem()}")
+        if tier.name == UNTESTED:
+            progress.note(f"warning: {tier.note}")
+    if async_expected(config.method, is_cpu_build(), config.engine_extra):
+        progress.note(f"warning: {lost_identity_warning(config.method)}")
+
+
+def reported_per_request(requests: Any) -> dict[str, dict[str, Any]]:
+    """Run request id -> vLLM's per-request spec-decode metrics, where reported."""
+    return {r.prompt_id: r.spec_decode for r in requests if r.spec_decode}
+
+
+def note_lost_identities(summary: dict[str, Any], progress: Progress) -> None:
+    lost = summary["placeholder_drafts"]["rejected"]
+    if lost:
+        why = "async scheduling" if summary.get("async_scheduling") else "vLLM's padded drafts"
+        progress.note(
+            f"warning: {lost} rejected drafts have no token id ({why}); see docs/capture.md"
+        )
 
 
 def _generate(

@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tokenlens.capture.events import build_capture, run_request_id
-from tokenlens.capture.reconcile import counters_from_events, reconcile
-from tokenlens.capture.recorder import StepRecorder
+from tokenlens.capture.reconcile import (
+    counters_from_events,
+    per_request_summary,
+    reconcile,
+    reconcile_per_request,
+)
+from tokenlens.capture.recorder import StepRecorder, write_status
+from tokenlens.capture.summary import capture_problem, capture_summary, hook_cost
 from tokenlens.engine.results import SpecCounters
 
 
@@ -147,4 +155,96 @@ def test_reconcile_reports_each_difference(tmp_path: Path) -> None:
         "num_drafts: events 1 != vLLM 2",
         "num_accepted_tokens: events 1 != vLLM 2",
         "accepted_per_position: events [1, 0] != vLLM [1, 1]",
+    ]
+
+
+def test_hook_timing_and_placeholders_reach_the_summary(tmp_path: Path) -> None:
+    rec = StepRecorder(tmp_path)
+    step = {"r": "a-00000000", "b": 0, "g": [5, 9], "n": 2, "d": [5, -1, -1], "a": 1, "i": 0}
+    rec.write_step([step], {"h": 0.002, "w": None})  # a process's first line: no interval
+    rec.write_step([{**step, "b": 2}], {"h": 0.001, "w": 0.5})
+    rec.write_step([{**step, "b": 4}], {"h": 0.003, "w": 0.5})
+    rec.close()
+    capture = build_capture(tmp_path)
+    assert [t[:2] for t in capture.timing] == [(0.002, None), (0.001, 0.5), (0.003, 0.5)]
+    assert all(wt is not None for _, _, wt in capture.timing)  # the writer thread timed itself
+    cost = hook_cost(capture)
+    assert cost["steps"] == 2 and cost["share"] == pytest.approx(0.004)
+    summary = capture_summary(tmp_path, capture, capture.table())
+    assert summary["state"] == "silent"  # no engine process wrote a status
+    assert summary["placeholder_drafts"] == {
+        "count": 6,
+        "share": pytest.approx(6 / 9),
+        "rejected": 6,
+        "rejected_share": 1.0,
+    }
+
+
+def test_per_request_reconciliation_names_each_difference(tmp_path: Path) -> None:
+    write_steps(
+        tmp_path,
+        [
+            [{"r": "a-00000000", "b": 0, "g": [1, 2], "n": 2, "d": [1, 3], "a": 1, "i": 0}],
+            [{"r": "a-00000000", "b": 2, "g": [4], "n": 1, "d": [5, 6], "a": 0, "i": 0}],
+        ],
+    )
+    events = build_capture(tmp_path).table()
+    detailed = {"a": {"per_step_accepted": [1, 0], "per_step_drafted": [2, 2]}}
+    assert reconcile_per_request(events, detailed) == []
+    wrong = {"a": {"per_step_accepted": [0, 1], "per_step_drafted": [2, 2]}}
+    assert reconcile_per_request(events, wrong) == [
+        "a: events accepted/drafted per step [1, 0]/[2, 2] != vLLM [0, 1]/[2, 2]"
+    ]
+    summary = {"a": {"num_spec_steps": 2, "num_accepted_draft_tokens": 1, "num_draft_tokens": 4}}
+    assert reconcile_per_request(events, summary) == []
+    missing = {"b": {"num_spec_steps": 1, "num_accepted_draft_tokens": 0, "num_draft_tokens": 2}}
+    assert reconcile_per_request(events, missing) == [
+        "b: events steps/accepted/drafted (0, 0, 0) != vLLM (1, 0, 2)"
+    ]
+    assert per_request_summary(events, detailed)["level"] == "detailed"
+    assert per_request_summary(events, {})["available"] is False
+
+
+def test_a_failed_engine_process_fails_the_capture(tmp_path: Path) -> None:
+    write_status(tmp_path, {"state": "failed", "pid": 7, "problem": "never reached", "tier": "x"})
+    capture = build_capture(tmp_path)
+    summary = capture_summary(tmp_path, capture, capture.table())
+    assert summary["state"] == "failed" and summary["problems"] == ["pid 7: never reached"]
+    assert capture_problem(summary, drafts_counted=0) == "capture failed: pid 7: never reached"
+
+
+def test_counted_drafts_without_any_hooked_step_fail_the_capture(tmp_path: Path) -> None:
+    capture = build_capture(tmp_path)
+    summary = capture_summary(tmp_path, capture, capture.table())
+    assert capture_problem(summary, drafts_counted=0) is None  # nothing to see: fine
+    problem = capture_problem(summary, drafts_counted=12)
+    assert problem is not None and "never saw a scheduler step" in problem
+
+
+def test_hook_reads_numpy_and_list_outputs_alike(tmp_path: Path) -> None:
+    """vLLM has passed sampled tokens as lists and as numpy arrays: both must record."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from tokenlens.capture.plugin import _Hook
+
+    hook = _Hook(StepRecorder(tmp_path, background=False), {})
+    hook.seen_scheduler = True  # no status file for this stand-in scheduler
+    for sampled in ([[5, 6, 9]], np.array([[5, 6, 9]]), [np.array([5, 6, 9])]):
+        request = SimpleNamespace(output_token_ids=[1, 2])
+        sched = SimpleNamespace(requests={"a-00000000": request})
+        out = SimpleNamespace(scheduled_spec_decode_tokens={"a-00000000": np.array([5, 6, 7])})
+        runner = SimpleNamespace(sampled_token_ids=sampled, req_id_to_index={"a-00000000": 0})
+        hook._begin(sched, out, runner)
+        hook._spec(
+            {"request_id": "a-00000000", "num_accepted_tokens": 2, "num_invalid_spec_tokens": None}
+        )
+        request.output_token_ids = [1, 2, 5, 6, 9]
+        hook._end(sched)
+    rows = [r for r in build_capture(tmp_path).table().to_pylist() if r["step"] == 2]
+    assert [(r["draft_token_id"], r["emitted_token_id"], r["output_index"]) for r in rows] == [
+        (5, 5, 2),
+        (6, 6, 3),
+        (7, 9, 4),
     ]

@@ -33,6 +33,7 @@ from tokenlens.bench.results import (
 )
 from tokenlens.capture.events import build_capture, load_id_map
 from tokenlens.capture.reconcile import reconcile
+from tokenlens.capture.summary import record_capture
 from tokenlens.engine.config import EngineConfig, SamplingConfig
 from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
 from tokenlens.engine.runner import Engine, jobs_from_prompts
@@ -48,7 +49,13 @@ from tokenlens.rundir import (
     write_json_atomic,
 )
 from tokenlens.signature import make_signature, parse_signature
-from tokenlens.trace import TraceConfig, build_engine_config, installed_vllm, manifest_for
+from tokenlens.trace import (
+    TraceConfig,
+    build_engine_config,
+    installed_vllm,
+    manifest_for,
+    reported_per_request,
+)
 
 CASE_JSON = "case.json"
 RUNS = "runs"
@@ -427,6 +434,7 @@ class _Bench:
         writer.write_requests(requests_table(requests, langs, pairs))
         writer.write_metrics(first.counters)
         problems: list[str] = []
+        recorded: dict[str, Any] = {}
         if capture_dir is not None:
             id_map = {
                 internal: rid[len(prefix) :]
@@ -438,6 +446,11 @@ class _Bench:
             capture = build_capture(capture_dir, id_map=id_map, keep=set(langs))
             write_events(run_dir, capture.table())
             problems = reconcile(capture.table(), first.counters)
+            summary, per_request, _ = record_capture(
+                capture_dir, capture, capture.table(), reported_per_request(requests),
+                first.counters.num_drafts,
+            )  # fmt: skip
+            recorded = {"capture": summary, "per_request_reconciliation": per_request}
         writer.complete(
             vllm_version=first.vllm_version,
             timing={
@@ -446,6 +459,7 @@ class _Bench:
             },
             reconciliation={"exact": not problems, "differences": problems},
             dtype=dtype,
+            **recorded,
         )
         if problems:
             raise TokenlensError(

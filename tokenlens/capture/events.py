@@ -1,6 +1,7 @@
 """Step files -> ``events.parquet`` rows and reconstructed outputs. No vLLM import.
 
-A step record (see :mod:`tokenlens.capture.plugin`) holds, for one request in one
+A step line holds ``seq``, ``t``, the hook's own timing (``h``, ``w``, ``wt``: see
+:mod:`tokenlens.capture.plugin`) and ``reqs``. A step record holds, for one request in one
 scheduler step: ``r`` engine request id, ``b`` output length before the step, ``g``
 sampled tokens (accepted drafts + one correction or bonus), ``n`` how many of ``g``
 vLLM appended (fewer when a stop condition cut the step short), and, when vLLM counted
@@ -82,6 +83,9 @@ class Capture:
     )
     outputs: dict[str, list[int]] = field(default_factory=dict)
     gaps: list[str] = field(default_factory=list)
+    # The hook's self-timing per step line: (hook s on the scheduler thread, wall s since
+    # the previous line or None for a process's first line, writer-thread s or None).
+    timing: list[tuple[float, float | None, float | None]] = field(default_factory=list)
 
     def table(self) -> pa.Table:
         from tokenlens.rundir import EVENTS_SCHEMA
@@ -129,6 +133,8 @@ def build_capture(
     steps: dict[str, int] = {}
     for path in step_files(directory):
         for line in read_jsonl(path):
+            if "h" in line:  # written since the hook times itself
+                capture.timing.append((line["h"], line.get("w"), line.get("wt")))
             for rec in line["reqs"]:
                 rid = run_request_id(rec["r"], id_map)
                 if keep is not None and rid not in keep:

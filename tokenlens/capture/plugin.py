@@ -1,7 +1,8 @@
 """The vLLM general plugin: wrap the scheduler's reconciliation of drafts and samples.
 
-Contact surface with vLLM (checked before patching; anything missing -> one error
-line in vLLM's log and vLLM is left untouched):
+Contact surface with vLLM (checked before patching by :mod:`tokenlens.capture.surface`,
+on the running vLLM's sources and on the live classes; anything missing -> one error
+line in vLLM's log, and vLLM is left untouched):
 
 - ``vllm.v1.core.sched.scheduler.Scheduler.update_from_output(scheduler_output,
   model_runner_output)``: the one place that sees, per request and step, the
@@ -15,32 +16,49 @@ line in vLLM's log and vLLM is left untouched):
 - ``Scheduler.requests[req_id].output_token_ids``: its length before and after the
   step gives where the step's tokens landed and how many survived a stop.
 
-Nothing happens unless ``TOKENLENS_TRACE_DIR`` is set. Errors inside the recorder
-disable tracing (logged once) and never propagate into vLLM.
+Which vLLM releases qualify is decided by the surface, not by a version list; the
+version only sets the *tier* recorded with the run (:mod:`tokenlens.capture.tiers`).
+A scheduler subclass that overrides a hooked method gets the hook on its override too
+(same signature) or is refused, including subclasses defined after the plugin loaded
+(a ``scheduler_cls`` of vLLM's config). Nothing happens unless ``TOKENLENS_TRACE_DIR``
+is set. Errors inside the recorder disable tracing (logged once) and never propagate
+into vLLM.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import logging
 import os
+import textwrap
+import time
+from pathlib import Path
 from typing import Any
 
 from tokenlens.capture import TRACE_DIR_ENV
-from tokenlens.capture.recorder import StepRecorder
-
-SUPPORTED_VLLM = ("0.32.0",)
-_PATCH_MARK = "__tokenlens_original__"
-logger = logging.getLogger("tokenlens.capture")
-
-_STATS_PARAMS = (
-    "spec_decoding_stats",
-    "num_draft_tokens",
-    "num_accepted_tokens",
-    "num_invalid_spec_tokens",
-    "request_id",
+from tokenlens.capture.recorder import StepRecorder, write_status
+from tokenlens.capture.surface import (
+    HOOKED,
+    STATS_PARAMS,
+    UPDATE_PARAMS,
+    Assumption,
+    SurfaceReport,
+    calls_super,
+    check_sources,
+    directory_reader,
+    stats_calls,
 )
+from tokenlens.capture.tiers import REFUSED, UNTESTED, Tier, tier_for
+
+_PATCH_MARK = "__tokenlens_original__"
+_SUBCLASS_MARK = "__tokenlens_subclass_hook__"
+PAUSE_FILE = "paused"  # in the trace directory: the hook passes steps through untouched
+PAUSE_CHECK_SECONDS = 0.5
+logger = logging.getLogger("tokenlens.capture")
+_WANT = {"update_from_output": UPDATE_PARAMS, "make_spec_decoding_stats": STATS_PARAMS}
+_active: _Hook | None = None  # the hook installed in this process
 
 
 def register() -> None:
@@ -65,82 +83,251 @@ def _vllm_logger() -> logging.Logger:
         return logger
 
 
-def check_compatibility() -> tuple[Any, str | None]:
-    """(Scheduler class, None) if this vLLM has the surface we hook, else (None, why)."""
-    import vllm
+def _original(fn: Any) -> Any:
+    return getattr(fn, _PATCH_MARK, fn)
 
-    if vllm.__version__ not in SUPPORTED_VLLM:
-        return None, f"vLLM {vllm.__version__} is not supported (supported: {SUPPORTED_VLLM})"
+
+def _all_subclasses(cls: type) -> list[type]:
+    out: list[type] = []
+    todo = list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        if sub not in out:
+            out.append(sub)
+            todo.extend(sub.__subclasses__())
+    return out
+
+
+def override_problem(cls: type, name: str) -> str | None:
+    """Why ``cls``'s own ``name`` cannot carry the hook, or None if it can."""
+    fn = _original(cls.__dict__[name])
+    try:
+        params = tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return f"{cls.__qualname__}.{name} has no inspectable signature"
+    if params != _WANT[name]:
+        return f"{cls.__qualname__}.{name} has parameters {params[1:]}, expected {_WANT[name][1:]}"
+    if name == "update_from_output":
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError, SyntaxError):
+            return None  # no source to read: the liveness check watches it at run time
+        if not stats_calls(tree) and not calls_super(tree, name):
+            return (
+                f"{cls.__qualname__}.update_from_output overrides the hooked method and "
+                "neither calls make_spec_decoding_stats nor super().update_from_output"
+            )
+    return None
+
+
+def live_problems(scheduler_cls: type) -> list[str]:
+    """What the live classes say (monkeypatches and subclasses the sources cannot show)."""
+    problems = []
+    for name in HOOKED:
+        fn = getattr(scheduler_cls, name, None)
+        if not callable(fn):
+            problems.append(f"Scheduler.{name} is missing")
+            continue
+        params = tuple(inspect.signature(_original(fn)).parameters)
+        if params != _WANT[name]:
+            problems.append(f"Scheduler.{name} has parameters {params[1:]}")
+    for sub in _all_subclasses(scheduler_cls):
+        for name in HOOKED:
+            if name in sub.__dict__ and (why := override_problem(sub, name)) is not None:
+                problems.append(why)
+    return problems
+
+
+def check_running() -> tuple[Any, SurfaceReport, Tier]:
+    """(Scheduler class, surface report, tier) of the vLLM imported in this process."""
+    import vllm
+    from vllm.v1.core.sched import async_scheduler  # noqa: F401  (a known subclass)
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    for name in ("update_from_output", "make_spec_decoding_stats", "requests"):
-        if name != "requests" and not callable(getattr(Scheduler, name, None)):
-            return None, f"Scheduler.{name} is missing"
-    params = tuple(inspect.signature(Scheduler.make_spec_decoding_stats).parameters)[1:]
-    if params != _STATS_PARAMS:
-        return None, f"Scheduler.make_spec_decoding_stats has parameters {params}"
-    params = tuple(inspect.signature(Scheduler.update_from_output).parameters)[1:]
-    if params != ("scheduler_output", "model_runner_output"):
-        return None, f"Scheduler.update_from_output has parameters {params}"
-    return Scheduler, None
+    version = str(vllm.__version__)
+    report = check_sources(directory_reader(Path(vllm.__file__).parent.parent), version)
+    live = live_problems(Scheduler)
+    if live:
+        extra = Assumption("live scheduler classes", False, "; ".join(live))
+        report = SurfaceReport(version, (*report.assumptions, extra), None, report.parts)
+    return Scheduler, report, tier_for(version, report)
+
+
+def check_compatibility() -> tuple[Any, str | None]:
+    """(Scheduler class, None) if this vLLM has the surface we hook, else (None, why)."""
+    scheduler_cls, report, _ = check_running()
+    problem = report.problem()
+    return (None, problem) if problem is not None else (scheduler_cls, None)
 
 
 def install(directory: str) -> str | None:
     """Patch the scheduler once per process; return why not, or None on success."""
-    scheduler_cls, problem = check_compatibility()
-    if problem is not None:
-        return problem
+    global _active
+    scheduler_cls, report, tier = check_running()
+    if tier.name == REFUSED:
+        write_status(
+            directory, {"state": "refused", "problem": report.problem(), **_info(report, tier)}
+        )
+        return report.problem()
     if hasattr(scheduler_cls.update_from_output, _PATCH_MARK):
         return None  # plugins load more than once per process
-    hook = _Hook(StepRecorder(directory))
-    scheduler_cls.update_from_output = hook.wrap_update(scheduler_cls.update_from_output)
-    scheduler_cls.make_spec_decoding_stats = hook.wrap_stats(scheduler_cls.make_spec_decoding_stats)
+    if tier.name == UNTESTED:
+        _vllm_logger().warning("tokenlens: tracing an untested vLLM: %s", tier.note)
+    hook = _Hook(StepRecorder(directory), _info(report, tier))
+    for cls in [scheduler_cls, *_all_subclasses(scheduler_cls)]:
+        hook.adopt(cls)
+    _watch_subclasses(scheduler_cls, hook)
+    _active = hook
     return None
 
 
+def _info(report: SurfaceReport, tier: Tier) -> dict[str, Any]:
+    return {
+        "vllm_version": report.version,
+        "tier": tier.name,
+        "tier_note": tier.note,
+        "fingerprint": report.fingerprint,
+        "pid": os.getpid(),
+    }
+
+
+def _watch_subclasses(scheduler_cls: Any, hook: _Hook) -> None:
+    """Hook (or refuse) scheduler subclasses defined from now on (``scheduler_cls``)."""
+
+    def __init_subclass__(cls: Any, /, **kwargs: Any) -> None:
+        super(scheduler_cls, cls).__init_subclass__(**kwargs)
+        if _active is hook:
+            hook.adopt(cls)
+
+    setattr(__init_subclass__, _SUBCLASS_MARK, True)
+    setattr(scheduler_cls, "__init_subclass__", classmethod(__init_subclass__))  # noqa: B010
+
+
 def uninstall() -> None:
-    """Restore the original methods (tests)."""
+    """Restore the original methods everywhere (tests; a refused late subclass)."""
+    global _active
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    for name in ("update_from_output", "make_spec_decoding_stats"):
-        original = getattr(getattr(Scheduler, name), _PATCH_MARK, None)
-        if original is not None:
-            setattr(Scheduler, name, original)
+    for cls in [Scheduler, *_all_subclasses(Scheduler)]:
+        for name in HOOKED:
+            fn = cls.__dict__.get(name)
+            if fn is not None and hasattr(fn, _PATCH_MARK):
+                setattr(cls, name, getattr(fn, _PATCH_MARK))
+    hook = Scheduler.__dict__.get("__init_subclass__")
+    if hook is not None and hasattr(getattr(hook, "__func__", None), _SUBCLASS_MARK):
+        delattr(Scheduler, "__init_subclass__")
+    if _active is not None:
+        _active.recorder.close()
+    _active = None
+
+
+def flush() -> None:
+    """Make every recorded step durable now (tests read the files in-process)."""
+    if _active is not None:
+        _active.recorder.flush()
 
 
 class _Hook:
-    """Per-process state: the recorder and the step being reconciled."""
+    """Per-process state: the recorder, the step being reconciled, the hook's own cost."""
 
-    def __init__(self, recorder: StepRecorder) -> None:
+    def __init__(self, recorder: StepRecorder, info: dict[str, Any]) -> None:
         self.recorder = recorder
+        self.info = info
         self.enabled = True
+        self.failed: str | None = None
+        self.seen_scheduler = False
         # request id -> record of the step in progress (None outside update_from_output)
         self.step: dict[str, dict[str, Any]] | None = None
-        self.context: tuple[Any, Any] | None = None
+        self.drafts: dict[str, Any] = {}
+        # Self-timing: hook seconds and wall seconds since the last written line.
+        self.hook_s = 0.0
+        self.mark = time.perf_counter()
+        self.first_line = True
+        self.paused = False
+        self.next_pause_check = 0.0
+
+    def _paused(self) -> bool:
+        """Whether ``<trace dir>/paused`` exists, looked up at most every PAUSE_CHECK_SECONDS.
+
+        A paused hook records nothing (the run's events then miss those steps, so its
+        reconciliation fails by design). It exists to compare hooked and unhooked steps
+        in one engine; resuming restarts the self-timing as for a new process.
+        """
+        now = time.monotonic()
+        if now >= self.next_pause_check:
+            self.next_pause_check = now + PAUSE_CHECK_SECONDS
+            paused = (self.recorder.directory / PAUSE_FILE).exists()
+            if self.paused and not paused:
+                self.first_line, self.hook_s = True, 0.0
+            self.paused = paused
+        return self.paused
+
+    # -- installation -------------------------------------------------------------
+    def adopt(self, cls: type) -> None:
+        """Wrap ``cls``'s own hooked methods; refuse (and undo everything) if unfit."""
+        for name in HOOKED:
+            fn = cls.__dict__.get(name)
+            if fn is None or hasattr(fn, _PATCH_MARK):
+                continue
+            problem = override_problem(cls, name)
+            if problem is not None:
+                self._refuse(problem)
+                return
+            wrap = self.wrap_update if name == "update_from_output" else self.wrap_stats
+            setattr(cls, name, wrap(fn))
+
+    def _refuse(self, problem: str) -> None:
+        uninstall()
+        self.enabled = False
+        write_status(
+            str(self.recorder.directory), {"state": REFUSED, "problem": problem, **self.info}
+        )
+        _vllm_logger().error("tokenlens: tracing disabled, vLLM left untouched: %s", problem)
 
     def _disable(self, exc: BaseException) -> None:
         self.enabled = False
-        _vllm_logger().error("tokenlens: tracing stopped after an error: %r", exc)
+        self._fail(f"tracing stopped after an error: {exc!r}")
 
+    def _fail(self, reason: str) -> None:
+        if self.failed is None:
+            self.failed = reason
+            _vllm_logger().error("tokenlens: capture failed: %s", reason)
+            self._status("failed")
+
+    def _status(self, state: str, sched: Any = None) -> None:
+        data = {**self.info, "state": state}
+        if self.failed is not None:
+            data["problem"] = self.failed
+        if sched is not None:
+            self.info.update(_scheduler_info(sched))
+            data.update(self.info)
+        write_status(str(self.recorder.directory), data)
+
+    # -- wrappers -----------------------------------------------------------------
     def wrap_update(self, original: Any) -> Any:
         @functools.wraps(original)
         def update_from_output(sched: Any, scheduler_output: Any, model_runner_output: Any) -> Any:
-            if not self.enabled:
+            # off, an override's super(), or paused (benchmarks/bench_capture_overhead.py)
+            if not self.enabled or self.step is not None or self._paused():
                 return original(sched, scheduler_output, model_runner_output)
+            t0 = time.perf_counter()
             try:
                 self._begin(sched, scheduler_output, model_runner_output)
             except Exception as exc:
                 self._disable(exc)
+            self.hook_s += time.perf_counter() - t0
             try:
                 return original(sched, scheduler_output, model_runner_output)
             finally:
+                t1 = time.perf_counter()
                 if self.enabled:
                     try:
-                        self._end()
+                        self._end(sched)
                     except Exception as exc:
                         self._disable(exc)
                 self.step = None
-                self.context = None
+                self.drafts = {}
+                self.hook_s += time.perf_counter() - t1
 
         setattr(update_from_output, _PATCH_MARK, original)
         return update_from_output
@@ -151,11 +338,15 @@ class _Hook:
         @functools.wraps(original)
         def make_spec_decoding_stats(sched: Any, *args: Any, **kwargs: Any) -> Any:
             if self.enabled and self.step is not None:
+                t0 = time.perf_counter()
                 try:
-                    bound = signature.bind(sched, *args, **kwargs)
-                    self._spec(bound.arguments)
+                    if len(args) == 1 and len(kwargs) == 4:  # how vLLM calls it: fast path
+                        self._spec(kwargs)
+                    else:
+                        self._spec(signature.bind(sched, *args, **kwargs).arguments)
                 except Exception as exc:
                     self._disable(exc)
+                self.hook_s += time.perf_counter() - t0
             return original(sched, *args, **kwargs)
 
         setattr(make_spec_decoding_stats, _PATCH_MARK, original)
@@ -164,38 +355,43 @@ class _Hook:
     # -- the three moments of a step ------------------------------------------------
     def _begin(self, sched: Any, scheduler_output: Any, model_runner_output: Any) -> None:
         """Before vLLM appends anything: where each request's new tokens will land."""
+        if not self.seen_scheduler:
+            self.seen_scheduler = True
+            self._status("recording", sched)
         sampled = model_runner_output.sampled_token_ids
         step: dict[str, dict[str, Any]] = {}
-        if sampled:
+        if sampled is not None and len(sampled):
+            requests = sched.requests
             for req_id, index in model_runner_output.req_id_to_index.items():
-                request = sched.requests.get(req_id)
-                generated = sampled[index] if index < len(sampled) else None
-                if request is None or not generated:
+                request = requests.get(req_id)
+                if request is None or index >= len(sampled):
+                    continue
+                generated = sampled[index]
+                if generated is None or not len(generated):
                     continue
                 step[req_id] = {
                     "r": req_id,
                     "b": len(request.output_token_ids),
-                    "g": [int(t) for t in generated],
+                    "g": _ints(generated),
                     "_req": request,
                 }
         self.step = step
-        self.context = (scheduler_output, model_runner_output)
+        self.drafts = scheduler_output.scheduled_spec_decode_tokens
 
     def _spec(self, args: dict[str, Any]) -> None:
         """vLLM is counting one verification step of one request: record its drafts."""
-        assert self.step is not None and self.context is not None
+        assert self.step is not None
         req_id = args["request_id"]
-        scheduler_output, _ = self.context
-        drafts = scheduler_output.scheduled_spec_decode_tokens.get(req_id) or []
+        drafts = self.drafts.get(req_id)
         invalid = args["num_invalid_spec_tokens"] or {}
         record = self.step.get(req_id)
         if record is None:  # counted by vLLM with no sampled tokens (no sampler step)
             record = self.step[req_id] = {"r": req_id, "b": None, "g": [], "_req": None}
-        record["d"] = [int(t) for t in drafts]
+        record["d"] = _ints(drafts) if drafts is not None else []
         record["a"] = int(args["num_accepted_tokens"])
         record["i"] = int(invalid.get(req_id, 0))
 
-    def _end(self) -> None:
+    def _end(self, sched: Any) -> None:
         """After vLLM appended: how many of the sampled tokens survived stop checks."""
         assert self.step is not None
         records = []
@@ -205,7 +401,57 @@ class _Hook:
                 record["n"] = len(request.output_token_ids) - record["b"]
             else:
                 record["n"] = 0
+            if record["n"] > 1 and "d" not in record:
+                self._fail(
+                    f"request {record['r']} gained {record['n']} tokens in one step but vLLM's "
+                    "make_spec_decoding_stats was never reached: the hook cannot see its drafts"
+                )
             if record["n"] or "d" in record:
                 records.append(record)
+        if self.recorder.error is not None:
+            self._fail(f"the step writer stopped: {self.recorder.error}")
         if records:
-            self.recorder.write_step(records)
+            now = time.perf_counter()
+            wall = now - self.mark
+            # The hook's time since the last line; this _end and its write count in the next.
+            timing: dict[str, float | None] = {"h": round(self.hook_s, 7), "w": round(wall, 6)}
+            if self.first_line:  # the first interval runs from install, not from a step
+                timing["w"] = None
+                self.first_line = False
+            self.recorder.write_step(records, timing)
+            self.mark = now
+            self.hook_s = 0.0
+
+
+def _ints(values: Any) -> list[Any]:
+    """A copy of token ids from a list or a numpy array (vLLM has used both).
+
+    Cheap on the scheduler's thread: a list is copied as it is (vLLM may shorten its
+    own list after a stop) and numpy scalars inside are turned into ints by the writer
+    thread's JSON encoder (:mod:`tokenlens.capture.recorder`).
+    """
+    if type(values) is list:
+        return values.copy()
+    if hasattr(values, "tolist"):
+        out: list[Any] = values.tolist()
+        return out
+    return list(values)
+
+
+def _scheduler_info(sched: Any) -> dict[str, Any]:
+    """What the run's manifest should know about the scheduler actually in use."""
+    cls = type(sched)
+    config = getattr(sched, "scheduler_config", None)
+    is_async = bool(getattr(config, "async_scheduling", False))
+    try:
+        from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+        is_async = is_async or isinstance(sched, AsyncScheduler)
+    except ImportError:
+        pass
+    return {
+        "scheduler_class": f"{cls.__module__}.{cls.__qualname__}",
+        "async_scheduling": is_async,
+        "num_spec_tokens": int(getattr(sched, "num_spec_tokens", 0) or 0),
+        "per_request_metrics": getattr(sched, "spec_decode_metrics_level", None),
+    }

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from tokenlens import __version__
-from tokenlens.cli import analyze, bench, corpora, demo, models, tokens, trace
+from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, tokens, trace
 from tokenlens.errors import TokenlensError
 
 DESCRIPTION = """\
@@ -33,9 +33,10 @@ Start here:
   tokenlens analyze runs/dm3 --out out/dm3
   tokenlens tokens --corpus corpora/demo.jsonl --tokenizer qwen3.5 --out out/tok
   tokenlens corpora check        the prompt corpora against their rules
+  tokenlens doctor               check vLLM, the plugin, the platform before a long run
 """
 
-_COMMANDS = (demo, bench, trace, analyze, tokens, models, corpora)
+_COMMANDS = (demo, bench, trace, analyze, tokens, models, corpora, doctor)
 
 
 class OneLineParser(argparse.ArgumentParser):

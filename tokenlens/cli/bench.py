@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tokenlens.cli.common import add_progress_flag, existing_file, formatter, progress_for, say
+from tokenlens.cli.common import add_progress_flag, formatter, plan_file, progress_for, say
 
 HELP = """\
 Measure decoding speed for every case of a TOML plan: models x speculative methods
@@ -45,7 +45,12 @@ def register(sub: Any) -> None:
         description=HELP,
         formatter_class=formatter(),
     )
-    p.add_argument("--plan", type=existing_file, required=True, help="TOML plan file")
+    p.add_argument(
+        "--plan",
+        type=plan_file,
+        required=True,
+        help="TOML plan file, or the name of a shipped plan (demo-cpu, qwen35-rtx4070, ...)",
+    )
     p.add_argument("--out", type=Path, help="output directory (required unless --check)")
     p.add_argument(
         "--check",

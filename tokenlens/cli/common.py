@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress, TqdmProgress
 
 
@@ -24,6 +25,26 @@ def existing_file(text: str) -> Path:
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"file not found: {text}")
     return path
+
+
+def plan_file(text: str) -> Path:
+    """A plan path or the name of a shipped plan (``qwen35-rtx4070``)."""
+    from tokenlens.packaged import resolve_plan
+
+    try:
+        return resolve_plan(text)
+    except TokenlensError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def corpus_file(text: str) -> Path:
+    """A prompt file path or the name of a shipped corpus (``demo``)."""
+    from tokenlens.packaged import resolve_corpus
+
+    try:
+        return resolve_corpus(text)
+    except TokenlensError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_progress_flag(parser: argparse.ArgumentParser) -> None:

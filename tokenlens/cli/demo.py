@@ -9,8 +9,9 @@ from typing import Any
 
 from tokenlens.cli.common import (
     add_progress_flag,
-    existing_file,
+    corpus_file,
     formatter,
+    plan_file,
     positive_int,
     progress_for,
     say,
@@ -52,11 +53,13 @@ def register(sub: Any) -> None:
     p.add_argument("--size", choices=sorted(SIZES), default="medium")
     p.add_argument(
         "--corpus",
-        type=existing_file,
+        type=corpus_file,
         default=DEFAULT_CORPUS,
         help="prompt file (default: corpora/demo.jsonl)",
     )
-    p.add_argument("--plan", type=existing_file, help="bench plan (default: the size's plan)")
+    p.add_argument(
+        "--plan", type=plan_file, help="bench plan or shipped plan name (default: the size's plan)"
+    )
     p.add_argument("--no-bench", action="store_true", help="skip the bench (traces only)")
     p.add_argument("--limit", type=positive_int, help="at most N traced prompts per language")
     p.add_argument(

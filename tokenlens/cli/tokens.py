@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenlens.cli.common import add_progress_flag, progress_for, say
+from tokenlens.cli.common import add_progress_flag, corpus_file, progress_for, say
 
 DESCRIPTION = """\
 Tokenise every prompt of a corpus and classify every token, without running a model.
@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--corpus",
         required=True,
-        type=Path,
+        type=corpus_file,
         metavar="FILE.jsonl",
         help="prompt file (JSONL: id, lang, text or messages)",
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from tokenlens.cli.common import (
     add_progress_flag,
-    existing_file,
+    corpus_file,
     formatter,
     positive_int,
     progress_for,
@@ -82,7 +82,11 @@ def register(sub: Any) -> None:
         description=HELP,
         formatter_class=formatter(),
     )
-    p.add_argument("--prompts", type=existing_file, help="prompt file (JSONL); required")
+    p.add_argument(
+        "--prompts",
+        type=corpus_file,
+        help="prompt file (JSONL) or a shipped corpus name (demo, policy, ...); required",
+    )
     p.add_argument("--out", type=Path, help="run directory to create; required")
     p.add_argument(
         "--resume",
@@ -156,6 +160,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--no-chat", action="store_true", help="send 'text' prompts raw, without the chat template"
+    )
+    p.add_argument(
+        "--no-async-scheduling",
+        action="store_true",
+        help="turn off vLLM's async scheduling (on by default on GPUs for MTP, D-Flash, EAGLE, "
+        "draft models): keeps rejected drafts' token ids, at some speed (docs/capture.md)",
     )
     p.add_argument(
         "--server",
@@ -245,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
         cache=args.cache,
         server=args.server,
         server_trace_dir=args.server_trace_dir,
+        engine_extra={"async_scheduling": False} if args.no_async_scheduling else {},
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
     progress = progress_for(args)

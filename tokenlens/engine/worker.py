@@ -112,8 +112,35 @@ def build_llm(config: EngineConfig) -> Any:
         kwargs["max_num_seqs"] = config.max_num_seqs
     if config.speculative is not None:
         kwargs["speculative_config"] = config.speculative.to_vllm()
+        kwargs.update(per_request_metrics_kwargs())
     kwargs.update(config.extra)
     return LLM(**kwargs)
+
+
+def per_request_metrics_kwargs() -> dict[str, Any]:
+    """Ask vLLM for per-request spec-decode metrics with per-step counts, where it has them.
+
+    vLLM 0.32 added ``per_request_spec_decode_metrics`` (``detailed``: accepted and
+    proposed drafts per verification step of every request): a per-request oracle the
+    trace reconciles its events against. Older vLLMs lack the argument: nothing is asked.
+    """
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    names = {f.name for f in dataclasses.fields(EngineArgs)}
+    if "per_request_spec_decode_metrics" not in names:
+        return {}
+    return {"per_request_spec_decode_metrics": "detailed"}
+
+
+def _spec_decode_metrics(seq: Any) -> dict[str, Any] | None:
+    """A sequence's per-request spec-decode metrics as vLLM's response reports them."""
+    metrics = getattr(seq, "spec_decode_metrics", None)
+    if metrics is None or not hasattr(metrics, "to_dict"):
+        return None
+    out: dict[str, Any] = metrics.to_dict()
+    return out
 
 
 def read_counters(llm: Any) -> SpecCounters:
@@ -194,6 +221,7 @@ def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
             finish_reason=seq.finish_reason,
             logprobs=_logprobs(seq),
             first_token_latency=float(latency) if latency else None,
+            spec_decode=_spec_decode_metrics(seq),
         )
         for seq in output.outputs
     ]

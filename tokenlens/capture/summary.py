@@ -1,0 +1,125 @@
+"""What a run's manifest records about its capture (the ``capture`` key).
+
+Read from the capture directory after the engine stopped: the status files each hooked
+engine process wrote (``capture-<host>-<pid>.json``: tier, surface fingerprint,
+scheduler class, async scheduling, failures), the hook's self-timing carried by the
+step lines, and the placeholder drafts in the events. See docs/capture.md.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tokenlens.capture.events import Capture
+from tokenlens.capture.placeholders import placeholder_stats
+from tokenlens.capture.reconcile import per_request_summary
+
+# States of a process's capture, worst last.
+OK_STATES = ("recording",)
+STATUS_GLOB = "capture-*.json"
+
+
+def read_statuses(directory: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(directory.glob(STATUS_GLOB)):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def hook_cost(capture: Capture) -> dict[str, Any]:
+    """The hook's time as a share of the scheduler's step time.
+
+    ``share``: hook seconds on the scheduler's thread / wall seconds between step
+    lines (what the hook adds to a step). ``share_with_writer`` also counts the writer
+    thread's serialising and writing (CPU time the process spends on capture, mostly
+    while the scheduler waits for the model). Idle time between requests counts as
+    step time, so a run with pauses understates both; ``median_step_share`` does not.
+    """
+    timed = [(h, w, wt) for h, w, wt in capture.timing if w]
+    if not timed:
+        return {"steps": 0, "share": None}
+    hook = sum(h for h, _, _ in timed)
+    writer = sum(wt or 0.0 for _, _, wt in timed)
+    wall = sum(w for _, w, _ in timed if w)
+    return {
+        "steps": len(timed),
+        "hook_seconds": round(hook, 6),
+        "writer_seconds": round(writer, 6),
+        "step_seconds": round(wall, 3),
+        "share": hook / wall if wall else None,
+        "share_with_writer": (hook + writer) / wall if wall else None,
+        "median_step_share": statistics.median(h / w for h, w, _ in timed if w),
+        "hook_us_per_step": 1e6 * hook / len(timed),
+    }
+
+
+def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) -> dict[str, Any]:
+    """The manifest's ``capture`` object (see docs/formats.md)."""
+    statuses = read_statuses(directory)
+    # The engine processes that ran a scheduler (or refused to); others never stepped.
+    seen = [s for s in statuses if "scheduler_class" in s or s.get("state") != "recording"]
+    first = seen[0] if seen else (statuses[0] if statuses else {})
+    problems = [f"pid {s.get('pid')}: {s['problem']}" for s in seen if s.get("problem")]
+    states = {s.get("state") for s in seen}
+    if "refused" in states:
+        state = "refused"
+    elif "failed" in states:
+        state = "failed"
+    elif not seen:
+        state = "silent"  # the hook never saw a scheduler step
+    else:
+        state = "ok"
+    return {
+        "state": state,
+        "problems": problems,
+        "tier": first.get("tier"),
+        "tier_note": first.get("tier_note"),
+        "vllm_version": first.get("vllm_version"),
+        "surface_fingerprint": first.get("fingerprint"),
+        "scheduler_class": first.get("scheduler_class"),
+        "async_scheduling": first.get("async_scheduling"),
+        "per_request_metrics": first.get("per_request_metrics"),
+        "engine_processes": len(seen),
+        "placeholder_drafts": placeholder_stats(events),
+        "hook": hook_cost(capture),
+    }
+
+
+def capture_problem(summary: dict[str, Any], drafts_counted: int) -> str | None:
+    """Why the run's capture cannot be trusted (one line), or None."""
+    if summary["state"] in ("refused", "failed"):
+        return f"capture {summary['state']}: {'; '.join(summary['problems'])}"
+    if summary["state"] == "silent" and drafts_counted:
+        return (
+            "vLLM counted drafts but the tokenlens hook never saw a scheduler step "
+            "(a scheduler class that does not derive from vLLM's Scheduler?)"
+        )
+    return None
+
+
+def record_capture(
+    directory: Path,
+    capture: Capture,
+    events: pa.Table | None,
+    reported: dict[str, dict[str, Any]],
+    drafts_counted: int,
+) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """(manifest ``capture``, manifest ``per_request_reconciliation``, problem or None).
+
+    ``reported``: run request id -> vLLM's per-request spec-decode metrics, where the
+    engine reported them (``--per-request-spec-decode-metrics``).
+    """
+    summary = capture_summary(directory, capture, events)
+    per_request = per_request_summary(events, reported) if events is not None else {}
+    problem = capture_problem(summary, drafts_counted)
+    if problem is None and per_request.get("exact") is False:
+        problem = f"events differ from vLLM's per-request metrics ({per_request['differences'][0]})"
+    return summary, per_request, problem

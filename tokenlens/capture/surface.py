@@ -1,0 +1,475 @@
+"""What the capture hook assumes about vLLM, checked on vLLM's source text with ``ast``.
+
+The hook works with any vLLM whose scheduler still has the surface it touches, so it
+checks that surface instead of a version list. This module reads vLLM's sources
+without importing them (a wheel, an installed ``vllm/`` directory, or the running
+vLLM's files) and reports each assumption as holding or broken, plus a *fingerprint*:
+a hash over the code whose meaning the events depend on (the spec-decode block of
+``update_from_output``, ``make_spec_decoding_stats``, ``SpecDecodingStats.observe_draft``,
+the fields the hook reads). Two releases with the same fingerprint count exactly the
+same way, so a release whose fingerprint was recorded after a check
+(:mod:`tokenlens.capture.tiers`) is as safe as the one tested end to end.
+
+No vLLM import here: ``scripts/check_vllm_surface.py`` runs this on a downloaded GPU
+wheel on a machine without torch, and ``tokenlens doctor`` runs it before any engine.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Source files the hook depends on, relative to the directory that holds ``vllm/``.
+SCHEDULER = "vllm/v1/core/sched/scheduler.py"
+ASYNC_SCHEDULER = "vllm/v1/core/sched/async_scheduler.py"
+SCHED_OUTPUT = "vllm/v1/core/sched/output.py"
+RUNNER_OUTPUT = "vllm/v1/outputs.py"
+REQUEST = "vllm/v1/request.py"
+SPEC_METRICS = "vllm/v1/spec_decode/metrics.py"
+REQUEST_METRICS = "vllm/v1/metrics/stats.py"
+OBSERVABILITY = "vllm/config/observability.py"
+VERSION_FILE = "vllm/_version.py"
+
+UPDATE_PARAMS = ("self", "scheduler_output", "model_runner_output")
+STATS_PARAMS = (
+    "self",
+    "spec_decoding_stats",
+    "num_draft_tokens",
+    "num_accepted_tokens",
+    "num_invalid_spec_tokens",
+    "request_id",
+)
+HOOKED = ("update_from_output", "make_spec_decoding_stats")
+
+Reader = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One thing the hook relies on, and whether this vLLM has it."""
+
+    name: str
+    holds: bool
+    detail: str
+    # Optional assumptions enable extras (per-request reconciliation), never refuse.
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class SurfaceReport:
+    """The result of checking one vLLM's sources."""
+
+    version: str | None
+    assumptions: tuple[Assumption, ...]
+    fingerprint: str | None
+    parts: dict[str, str] = field(default_factory=dict)  # part -> sha256 (what changed)
+
+    @property
+    def ok(self) -> bool:
+        return all(a.holds for a in self.assumptions if a.required)
+
+    def holds(self, name: str) -> bool:
+        return any(a.name == name and a.holds for a in self.assumptions)
+
+    def problem(self) -> str | None:
+        """One line naming every broken required assumption, or None."""
+        broken = [f"{a.name} ({a.detail})" for a in self.assumptions if a.required and not a.holds]
+        return "; ".join(broken) if broken else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "ok": self.ok,
+            "fingerprint": self.fingerprint,
+            "parts": self.parts,
+            "assumptions": [
+                {"name": a.name, "holds": a.holds, "required": a.required, "detail": a.detail}
+                for a in self.assumptions
+            ],
+        }
+
+
+# -- source trees -------------------------------------------------------------------
+def directory_reader(root: Path) -> Reader:
+    """Sources under ``root`` (the directory holding ``vllm/``)."""
+
+    def read(rel: str) -> str | None:
+        path = root / rel
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    return read
+
+
+def wheel_reader(wheel: Path) -> Reader:
+    """Sources inside a wheel (a zip), read without extracting or importing."""
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+
+    def read(rel: str) -> str | None:
+        return archive.read(rel).decode("utf-8") if rel in names else None
+
+    return read
+
+
+def reader_for(path: Path) -> Reader:
+    """A wheel file, a ``vllm/`` directory, or a directory that holds ``vllm/``."""
+    if path.is_file() and path.suffix == ".whl":
+        return wheel_reader(path)
+    if (path / "v1").is_dir() and path.name == "vllm":
+        return directory_reader(path.parent)
+    if (path / "vllm").is_dir():
+        return directory_reader(path)
+    raise FileNotFoundError(f"{path}: neither a vLLM wheel nor a directory holding vllm/")
+
+
+def installed_root() -> Path | None:
+    """The directory holding the installed ``vllm/`` package, found without importing it."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def source_version(read: Reader) -> str | None:
+    """``__version__`` from ``vllm/_version.py`` (written by vLLM's build)."""
+    text = read(VERSION_FILE)
+    if text is None:
+        return None
+    for node in ast.parse(text).body:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+        ):
+            return str(node.value.value)
+    return None
+
+
+# -- ast helpers --------------------------------------------------------------------
+def _dump(node: ast.AST) -> str:
+    return ast.dump(node, annotate_fields=True, include_attributes=False)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    return None
+
+
+def _method(cls: ast.ClassDef | None, name: str) -> ast.FunctionDef | None:
+    if cls is None:
+        return None
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    return None
+
+
+def _params(fn: ast.FunctionDef) -> tuple[str, ...]:
+    args = fn.args
+    return tuple(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs])
+
+
+def _fields(cls: ast.ClassDef | None) -> set[str]:
+    """Annotated class-level names (dataclass fields)."""
+    if cls is None:
+        return set()
+    return {
+        n.target.id
+        for n in cls.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    }
+
+
+def _self_assigned(fn: ast.FunctionDef | None) -> set[str]:
+    """Attributes ``self.X`` assigned in a method (``__init__``)."""
+    if fn is None:
+        return set()
+    out = set()
+    for node in ast.walk(fn):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        for t in targets:
+            if (
+                isinstance(t, ast.Attribute)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == "self"
+            ):
+                out.add(t.attr)
+    return out
+
+
+def stats_calls(fn: ast.AST) -> list[ast.Call]:
+    """Calls ``<x>.make_spec_decoding_stats(...)`` inside ``fn``."""
+    return [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "make_spec_decoding_stats"
+    ]
+
+
+def calls_super(fn: ast.AST, name: str) -> bool:
+    """Whether ``fn`` calls ``super().<name>(...)``."""
+    for n in ast.walk(fn):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == name
+            and isinstance(n.func.value, ast.Call)
+            and isinstance(n.func.value.func, ast.Name)
+            and n.func.value.func.id == "super"
+        ):
+            return True
+    return False
+
+
+def _spec_block(fn: ast.FunctionDef) -> list[ast.stmt]:
+    """The statements of ``update_from_output`` that decide what vLLM counts.
+
+    The statement (inside the per-request loop) that calls ``make_spec_decoding_stats``,
+    preceded by the loop's assignments of the names it reads (the sampled tokens and
+    the scheduled drafts). Comments and line numbers do not enter the hash.
+    """
+    for loop in ast.walk(fn):
+        if not isinstance(loop, ast.For):
+            continue
+        for i, stmt in enumerate(loop.body):
+            if not stats_calls(stmt):
+                continue
+            read = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            feeding = [
+                s
+                for s in loop.body[:i]
+                if isinstance(s, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id in read for t in s.targets)
+            ]
+            return [*feeding, stmt]
+    return []
+
+
+def _attrs_read(fn: ast.AST) -> set[str]:
+    return {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+
+
+# -- the check ----------------------------------------------------------------------
+class _Checker:
+    def __init__(self, read: Reader) -> None:
+        self.read = read
+        self.assumptions: list[Assumption] = []
+        self.parts: dict[str, str] = {}
+        self._trees: dict[str, ast.Module | None] = {}
+
+    def tree(self, rel: str) -> ast.Module | None:
+        if rel not in self._trees:
+            text = self.read(rel)
+            self._trees[rel] = ast.parse(text) if text is not None else None
+        return self._trees[rel]
+
+    def add(self, name: str, holds: bool, detail: str, required: bool = True) -> None:
+        self.assumptions.append(Assumption(name, holds, detail, required))
+
+    def part(self, name: str, nodes: list[ast.AST] | str) -> None:
+        text = nodes if isinstance(nodes, str) else "\n".join(_dump(n) for n in nodes)
+        self.parts[name] = _sha(text)
+
+    def run(self) -> None:
+        sched_tree = self.tree(SCHEDULER)
+        sched = _class(sched_tree, "Scheduler") if sched_tree is not None else None
+        self.add(
+            "Scheduler class",
+            sched is not None,
+            f"class Scheduler in {SCHEDULER}" if sched is not None else f"not in {SCHEDULER}",
+        )
+        self._signatures(sched)
+        self._update_body(sched)
+        self._stats_body(sched)
+        self._fields(sched)
+        self._async()
+        self._optional()
+
+    def _signatures(self, sched: ast.ClassDef | None) -> None:
+        for name, want in (
+            ("update_from_output", UPDATE_PARAMS),
+            ("make_spec_decoding_stats", STATS_PARAMS),
+        ):
+            fn = _method(sched, name)
+            got = _params(fn) if fn is not None else None
+            self.add(
+                f"Scheduler.{name} signature",
+                got == want,
+                f"({', '.join(want[1:])})" if got == want else f"has {got} instead of {want}",
+            )
+            self.part(f"{name}.params", json.dumps(got))
+
+    def _update_body(self, sched: ast.ClassDef | None) -> None:
+        fn = _method(sched, "update_from_output")
+        if fn is None:
+            self.add(
+                "update_from_output calls make_spec_decoding_stats(request_id=)", False, "no method"
+            )
+            return
+        calls = stats_calls(fn)
+        keyed = [c for c in calls if any(k.arg == "request_id" for k in c.keywords)]
+        self.add(
+            "update_from_output calls make_spec_decoding_stats(request_id=)",
+            bool(keyed),
+            f"{len(keyed)} call(s) with request_id="
+            if keyed
+            else f"{len(calls)} call(s), none with request_id=",
+        )
+        read = _attrs_read(fn)
+        want = {"scheduled_spec_decode_tokens", "sampled_token_ids", "req_id_to_index"}
+        self.add(
+            "update_from_output reads the drafts and the sampled tokens",
+            want <= read,
+            ", ".join(sorted(want)) if want <= read else f"missing {sorted(want - read)}",
+        )
+        block = _spec_block(fn)
+        self.add(
+            "spec-decode block found",
+            bool(block),
+            f"{len(block)} statement(s)"
+            if block
+            else "no loop statement calls make_spec_decoding_stats",
+        )
+        self.part("update_from_output.spec_block", list(block))
+
+    def _stats_body(self, sched: ast.ClassDef | None) -> None:
+        fn = _method(sched, "make_spec_decoding_stats")
+        if fn is not None:
+            self.part("make_spec_decoding_stats", [fn])
+            read = _attrs_read(fn)
+            ok = "observe_draft" in read
+            self.add(
+                "make_spec_decoding_stats counts through observe_draft",
+                ok,
+                "SpecDecodingStats.observe_draft" if ok else "observe_draft not called",
+            )
+        tree = self.tree(SPEC_METRICS)
+        stats = _class(tree, "SpecDecodingStats") if tree is not None else None
+        observe = _method(stats, "observe_draft")
+        self.add(
+            "SpecDecodingStats.observe_draft",
+            observe is not None,
+            SPEC_METRICS if observe is not None else f"missing in {SPEC_METRICS}",
+        )
+        if observe is not None:
+            self.part("SpecDecodingStats.observe_draft", [observe])
+        self.part("SpecDecodingStats.fields", json.dumps(sorted(_fields(stats))))
+
+    def _fields(self, sched: ast.ClassDef | None) -> None:
+        checks = (
+            (
+                SCHED_OUTPUT,
+                "SchedulerOutput",
+                {"scheduled_spec_decode_tokens", "num_invalid_spec_tokens"},
+            ),
+            (RUNNER_OUTPUT, "ModelRunnerOutput", {"sampled_token_ids", "req_id_to_index"}),
+        )
+        for rel, cls_name, want in checks:
+            tree = self.tree(rel)
+            have = _fields(_class(tree, cls_name) if tree is not None else None)
+            self.add(
+                f"{cls_name} fields",
+                want <= have,
+                ", ".join(sorted(want))
+                if want <= have
+                else f"missing {sorted(want - have)} in {rel}",
+            )
+            self.part(f"{cls_name}.fields", json.dumps(sorted(want & have)))
+        tree = self.tree(REQUEST)
+        init = _method(_class(tree, "Request") if tree is not None else None, "__init__")
+        ok = "output_token_ids" in _self_assigned(init)
+        self.add("Request.output_token_ids", ok, REQUEST if ok else f"not assigned in {REQUEST}")
+        ok = "requests" in _self_assigned(_method(sched, "__init__"))
+        self.add(
+            "Scheduler.requests", ok, "assigned in __init__" if ok else "not assigned in __init__"
+        )
+
+    def _async(self) -> None:
+        tree = self.tree(ASYNC_SCHEDULER)
+        cls = _class(tree, "AsyncScheduler") if tree is not None else None
+        if cls is None:
+            self.add(
+                "AsyncScheduler keeps the hooked methods", True, "no AsyncScheduler", required=False
+            )
+            return
+        overrides = [n for n in HOOKED if _method(cls, n) is not None]
+        self.add(
+            "AsyncScheduler keeps the hooked methods",
+            not overrides,
+            "inherits both" if not overrides else f"overrides {overrides}",
+        )
+
+    def _optional(self) -> None:
+        tree = self.tree(REQUEST_METRICS)
+        cls = _class(tree, "RequestSpecDecodeMetrics") if tree is not None else None
+        have = _fields(cls)
+        want = {"per_step_accepted", "per_step_drafted"}
+        self.add(
+            "per-request spec-decode metrics (detailed)",
+            want <= have,
+            "RequestSpecDecodeMetrics.per_step_accepted/drafted"
+            if want <= have
+            else "not in this vLLM",
+            required=False,
+        )
+        tree = self.tree(OBSERVABILITY)
+        fields = _fields(_class(tree, "ObservabilityConfig") if tree is not None else None)
+        ok = "per_request_spec_decode_metrics" in fields
+        self.add(
+            "ObservabilityConfig.per_request_spec_decode_metrics",
+            ok,
+            "engine argument" if ok else "not in this vLLM",
+            required=False,
+        )
+
+
+def check_sources(read: Reader, version: str | None = None) -> SurfaceReport:
+    """Check every assumption on the sources ``read`` returns; never imports vLLM."""
+    checker = _Checker(read)
+    checker.run()
+    parts = dict(sorted(checker.parts.items()))
+    report_ok = all(a.holds for a in checker.assumptions if a.required)
+    fingerprint = _sha(json.dumps(parts, sort_keys=True))[:16] if report_ok else None
+    return SurfaceReport(
+        version=version if version is not None else source_version(read),
+        assumptions=tuple(checker.assumptions),
+        fingerprint=fingerprint,
+        parts=parts,
+    )
+
+
+def check_path(path: Path) -> SurfaceReport:
+    """Check a wheel or a ``vllm/`` directory (``scripts/check_vllm_surface.py``)."""
+    return check_sources(reader_for(path))
+
+
+def check_installed() -> SurfaceReport | None:
+    """Check the vLLM installed in this environment (None if there is none)."""
+    root = installed_root()
+    return check_sources(directory_reader(root)) if root is not None else None
+
+
+def iter_table(report: SurfaceReport) -> Iterator[tuple[str, str, str]]:
+    """(assumption, holds|broken|absent, detail) rows for a table."""
+    for a in report.assumptions:
+        state = "holds" if a.holds else ("broken" if a.required else "absent")
+        yield a.name, state, a.detail
