@@ -189,6 +189,7 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
         "corpus": {"path": str(config.prompts), "sha256": digest, "prompts": len(prompts)},
         "seed": s.seed,
         "concurrency": config.concurrency,
+        "max_model_len": config.max_model_len,  # replay applies vLLM's caps near it
         "chat": config.chat,
         "load_format": config.load_format,
         "embedded_models": sorted(EMBEDDED) if config.model is None else [],

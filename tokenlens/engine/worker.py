@@ -164,6 +164,10 @@ def _logprobs(seq: Any) -> tuple[TokenLogprobs, ...] | None:
     return tuple(out)
 
 
+def _ids(ids: Any) -> tuple[int, ...] | None:
+    return None if ids is None else tuple(int(t) for t in ids)
+
+
 def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
     stats = getattr(output, "metrics", None)
     latency = getattr(stats, "first_token_latency", None) if stats is not None else None
@@ -177,6 +181,7 @@ def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
             finish_reason=seq.finish_reason,
             logprobs=_logprobs(seq),
             first_token_latency=float(latency) if latency else None,
+            prompt_token_ids=_ids(output.prompt_token_ids),
         )
         for seq in output.outputs
     ]
