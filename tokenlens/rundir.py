@@ -201,6 +201,54 @@ class RunWriter:
         self.update(**fields, status="complete", finished_at=now_iso())
 
 
+COUNTER_SOURCES = ("vllm", "derived")
+DERIVED_NOTE = "derived from events.parquet: these are not vLLM's counters"
+
+
+def finalize(
+    writer: RunWriter,
+    requests: pa.Table,
+    events: pa.Table | None,
+    counters: SpecCounters | None = None,
+    *,
+    counters_source: str = "vllm",
+    extra_manifest: dict[str, Any] | None = None,
+) -> list[str]:
+    """Finish a run directory: requests, metrics, events, reconciliation, ``complete``.
+
+    The one way a run is finished, so every writer leaves the same files in the same
+    order. ``counters_source="vllm"``: ``counters`` are vLLM's and the events are
+    reconciled against them. ``"derived"`` (replayed runs, which have no engine):
+    metrics.json holds counts computed from the events and says so, in its
+    ``source`` field and in the manifest's ``counters_source``. Returns the
+    reconciliation's differences (empty: exact); the caller decides how to fail.
+    """
+    from tokenlens.capture.reconcile import counters_from_events, reconcile
+
+    if counters_source not in COUNTER_SOURCES:
+        raise ValueError(f"counters_source must be one of {COUNTER_SOURCES}")
+    writer.write_requests(requests)
+    if counters_source == "derived":
+        if events is None:
+            raise ValueError("derived counters need events")
+        counters = counters_from_events(events)
+        write_json_atomic(writer.path / METRICS, {**counters.to_json(), "source": DERIVED_NOTE})
+    else:
+        if counters is None:
+            raise ValueError("counters_source='vllm' needs vLLM's counters")
+        writer.write_metrics(counters)
+    problems: list[str] = []
+    if events is not None:
+        write_events(writer.path, events)
+        problems = reconcile(events, counters)
+    writer.complete(
+        **(extra_manifest or {}),
+        counters_source=counters_source,
+        reconciliation={"exact": not problems, "differences": problems},
+    )
+    return problems
+
+
 @dataclass(frozen=True)
 class Run:
     """A validated run directory."""
