@@ -1,0 +1,98 @@
+"""vLLM's n-gram proposals at every prefix of a request, from vLLM's own kernel.
+
+``NgramProposer.propose`` (vllm/v1/spec_decode/ngram_proposer.py) skips a request
+whose context has reached ``max_model_len`` and otherwise calls the numba kernel
+``_find_longest_matched_ngram_and_propose_tokens`` on the request's tokens so far
+(prompt + output, int32 as in vLLM's input batch) with the run's
+``prompt_lookup_min``/``prompt_lookup_max`` and k. We call that same kernel.
+
+It runs in a short-lived subprocess (``python -m tokenlens.replay.ngram``, JSON on
+stdin and stdout): importing vLLM takes seconds and logs to the terminal, and the
+caller's process never imports vLLM (see :mod:`tokenlens.engine`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenlens.errors import TokenlensError
+
+
+@dataclass(frozen=True)
+class NgramSettings:
+    """What vLLM's n-gram proposer is configured with."""
+
+    k: int
+    prompt_lookup_min: int
+    prompt_lookup_max: int
+    max_model_len: int
+
+
+def proposals(
+    sequences: Sequence[tuple[Sequence[int], int]], settings: NgramSettings
+) -> list[tuple[tuple[int, ...], ...]]:
+    """For each ``(prompt + output tokens, prompt length)``: the proposal at every length.
+
+    Entry ``L`` of a request's tuple is what vLLM proposes once the request has ``L``
+    output tokens (entry 0 is empty: the prefill step has no drafts).
+    """
+    payload = {
+        "settings": settings.__dict__,
+        "sequences": [{"tokens": list(tokens), "prompt_len": p} for tokens, p in sequences],
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenlens.replay.ngram"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        last = lines[-1] if lines else f"exit status {done.returncode}"
+        raise TokenlensError(f"vLLM's n-gram kernel failed: {last}")
+    result: list[list[list[int]]] = json.loads(done.stdout)
+    return [tuple(tuple(p) for p in per_request) for per_request in result]
+
+
+def _compute(payload: dict[str, Any]) -> list[list[list[int]]]:
+    import numpy as np
+    from vllm.v1.spec_decode.ngram_proposer import (
+        _find_longest_matched_ngram_and_propose_tokens as kernel,
+    )
+
+    s = NgramSettings(**payload["settings"])
+    out: list[list[list[int]]] = []
+    for seq in payload["sequences"]:
+        tokens = np.asarray(seq["tokens"], dtype=np.int32)
+        prompt_len = int(seq["prompt_len"])
+        per_len: list[list[int]] = [[]]
+        for length in range(1, len(tokens) - prompt_len):
+            num_tokens = prompt_len + length
+            if num_tokens >= s.max_model_len:  # NgramProposer.propose skips these
+                per_len.append([])
+                continue
+            drafts = kernel(
+                tokens[:num_tokens],
+                s.prompt_lookup_min,
+                s.prompt_lookup_max,
+                s.max_model_len,
+                s.k,
+            )
+            per_len.append([int(t) for t in drafts])
+        out.append(per_len)
+    return out
+
+
+def main() -> None:
+    payload = json.loads(sys.stdin.read())
+    json.dump(_compute(payload), sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
