@@ -13,5 +13,7 @@ a real trace would have recorded (docs/replay.md).
 - :mod:`tokenlens.replay.ngram`: vLLM's n-gram kernel over every prefix.
 - :mod:`tokenlens.replay.passes`: the vLLM passes (drafter, target look-ahead), run in
   the engine worker.
+- :mod:`tokenlens.replay.predictions`: what the passes found (``predictions.parquet``).
 - :mod:`tokenlens.replay.run`: ``tokenlens replay``: passes, steps, run directories.
+- :mod:`tokenlens.replay.compare`: a replayed run against a traced one, row for row.
 """

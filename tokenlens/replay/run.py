@@ -15,7 +15,6 @@ Order of work, so that each engine starts at most once:
 from __future__ import annotations
 
 import hashlib
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from tokenlens.models.embedded import DRAFTER
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay import ngram, passes
 from tokenlens.replay.passes import PassRequest, PassResult
+from tokenlens.replay.predictions import PREDICTIONS, Predictions, predictions_table
 from tokenlens.replay.source import Source, SourceRequest, read_source, resolve_recorded_model
 from tokenlens.replay.steps import (
     Branch,
@@ -50,7 +50,7 @@ from tokenlens.signature import make_signature, parse_signature
 from tokenlens.trace import model_identity
 
 METHODS = ("draft_model", "ngram")
-PREDICTIONS = "predictions.parquet"
+SCORING_BATCH_TOKENS = 2048
 # vLLM's n-gram defaults as tokenlens passes them (SpeculativeSpec.to_vllm)
 NGRAM_DEFAULTS = {"prompt_lookup_min": 1, "prompt_lookup_max": 4}
 # Manifest keys of the source that describe its generation, not the replay.
@@ -90,18 +90,6 @@ class ReplayConfig:
     argv: tuple[str, ...] = ()
 
 
-@dataclass
-class _Predictions:
-    """What the passes found, per request (written to ``predictions.parquet``)."""
-
-    drafter: dict[str, PassResult] = field(default_factory=dict)
-    branches: dict[str, dict[int, PassResult]] = field(default_factory=dict)
-    ngram: dict[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
-    lookahead: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    lookahead_margin: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    lookahead_from: dict[str, str] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class ReplayResult:
     runs: list[Path]
@@ -123,7 +111,7 @@ def _check(config: ReplayConfig) -> None:
 
 def _ngram_options(config: ReplayConfig, source: Source) -> dict[str, int]:
     """The source's own n-gram settings when it is an n-gram run, else vLLM's defaults."""
-    own = source.manifest["speculative"].get("options") or {} if source.method == "ngram" else {}
+    own = (source.manifest["speculative"].get("options") or {}) if source.method == "ngram" else {}
     opts = {key: int(own.get(key, value)) for key, value in NGRAM_DEFAULTS.items()}
     return {**opts, **config.ngram_options}
 
@@ -142,11 +130,15 @@ def _engine(
     kmax = max(config.ks)
     seed = int((source.manifest.get("sampling") or {}).get("seed", 0))
     # Room for the look-ahead past a sequence that ends at the run's max_model_len.
+    # prompt_logprobs materialise every scored position's full-vocabulary logprobs
+    # (~0.6 MB each for Qwen's 151,936 ids): a smaller step budget than vLLM's CPU
+    # default (4096) bounds that memory; chunking only reorders floating-point sums.
     return EngineConfig(
         model=resolve_recorded_model(model, config.cache, progress),
         dtype=dtype,
         max_model_len=_max_model_len(config, source) + kmax + 1,
         seed=seed,
+        extra={"max_num_batched_tokens": SCORING_BATCH_TOKENS},
     )
 
 
@@ -163,12 +155,12 @@ def _dtype(config: ReplayConfig, source: Source) -> str:
     return dtype
 
 
-def _tokens(req: SourceRequest, pred: _Predictions) -> Tokens:
+def _tokens(req: SourceRequest, pred: Predictions) -> Tokens:
     ahead = pred.lookahead.get(req.request_id, req.lookahead)
     return Tokens(req.request_id, len(req.prompt_ids), req.output, ahead)
 
 
-def _draft_fn(method: str, req: SourceRequest, pred: _Predictions, mml: int) -> DraftFn:
+def _draft_fn(method: str, req: SourceRequest, pred: Predictions, mml: int) -> DraftFn:
     if method == "ngram":
         return NgramView(pred.ngram[req.request_id])
     scored = pred.drafter[req.request_id]
@@ -185,7 +177,7 @@ Cells = dict[tuple[str, int, str], list[Row]]
 
 
 def _step_all(
-    config: ReplayConfig, source: Source, pred: _Predictions, methods: Sequence[str]
+    config: ReplayConfig, source: Source, pred: Predictions, methods: Sequence[str]
 ) -> tuple[Cells, dict[str, int], Cells]:
     """Rows per (method, k, request); how many look-ahead tokens each request lacks; and
     the rows before the undetermined last step of those requests."""
@@ -219,7 +211,7 @@ def _fill_branches(rows: list[Row], known: dict[int, PassResult]) -> list[Row]:
 
 
 def _branch_requests(
-    source: Source, pred: _Predictions, rows: Cells
+    source: Source, pred: Predictions, rows: Cells
 ) -> list[tuple[str, int, PassRequest]]:
     """One drafter request per branch point: its continuation, as long as any k needs."""
     wanted: dict[tuple[str, int], int] = {}
@@ -241,7 +233,7 @@ def _branch_requests(
 
 
 def _drafter_passes(
-    config: ReplayConfig, source: Source, pred: _Predictions, dtype: str, progress: Progress
+    config: ReplayConfig, source: Source, pred: Predictions, dtype: str, progress: Progress
 ) -> dict[str, Any]:
     """The drafter engine: teacher-forced pass, then (optionally) the branch pass."""
     kmax = max(config.ks)
@@ -279,7 +271,7 @@ def _drafter_passes(
 def _lookahead_pass(
     config: ReplayConfig,
     source: Source,
-    pred: _Predictions,
+    pred: Predictions,
     need: dict[str, int],
     dtype: str,
     progress: Progress,
@@ -362,64 +354,6 @@ def _manifest(
     }
 
 
-def _predictions_table(source: Source, pred: _Predictions) -> pa.Table:
-    def margins(values: Sequence[float]) -> list[float | None]:
-        return [None if math.isnan(v) else v for v in values]
-
-    rows: dict[str, list[Any]] = {
-        "request_id": [],
-        "drafter_argmax": [],
-        "drafter_margin": [],
-        "drafter_continuation": [],
-        "drafter_continuation_margin": [],
-        "lookahead": [],
-        "lookahead_margin": [],
-        "lookahead_from": [],
-        "branch_points": [],
-        "branch_tokens": [],
-        "branch_margins": [],
-    }
-    for req in source.requests:
-        rid, p = req.request_id, len(req.prompt_ids)
-        scored = pred.drafter.get(rid)
-        rows["request_id"].append(rid)
-        if scored is None:
-            for name in ("drafter_argmax", "drafter_margin"):
-                rows[name].append(None)
-            rows["drafter_continuation"].append(None)
-            rows["drafter_continuation_margin"].append(None)
-        else:
-            rows["drafter_argmax"].append(list(scored.argmax[p:]))
-            rows["drafter_margin"].append(margins(scored.margin[p:]))
-            rows["drafter_continuation"].append(list(scored.generated))
-            rows["drafter_continuation_margin"].append(margins(scored.generated_margin))
-        ahead = pred.lookahead.get(rid, req.lookahead)
-        rows["lookahead"].append(list(ahead))
-        rows["lookahead_margin"].append(margins(pred.lookahead_margin.get(rid, ())))
-        source_of = pred.lookahead_from.get(rid, "source events" if req.lookahead else None)
-        rows["lookahead_from"].append(source_of)
-        branches = sorted(pred.branches.get(rid, {}).items())
-        rows["branch_points"].append([p for p, _ in branches])
-        rows["branch_tokens"].append([list(b.generated) for _, b in branches])
-        rows["branch_margins"].append([margins(b.generated_margin) for _, b in branches])
-    schema = pa.schema(
-        [
-            ("request_id", pa.string()),
-            ("drafter_argmax", pa.list_(pa.int64())),
-            ("drafter_margin", pa.list_(pa.float64())),
-            ("drafter_continuation", pa.list_(pa.int64())),
-            ("drafter_continuation_margin", pa.list_(pa.float64())),
-            ("lookahead", pa.list_(pa.int64())),
-            ("lookahead_margin", pa.list_(pa.float64())),
-            ("lookahead_from", pa.string()),
-            ("branch_points", pa.list_(pa.int64())),
-            ("branch_tokens", pa.list_(pa.list_(pa.int64()))),
-            ("branch_margins", pa.list_(pa.list_(pa.float64()))),
-        ]
-    )
-    return pa.table(rows, schema=schema)
-
-
 def _prepare_out(config: ReplayConfig) -> list[Path]:
     dirs = [config.out / f"{m}-k{k}" for m in config.methods for k in config.ks]
     if not config.overwrite:
@@ -439,7 +373,7 @@ def run_replay(config: ReplayConfig, progress: Progress = SILENT) -> ReplayResul
     _prepare_out(config)
     mml = _max_model_len(config, source)
     kmax = max(config.ks)
-    pred = _Predictions()
+    pred = Predictions()
     info: dict[str, Any] = {
         "max_model_len": mml,
         "max_model_len_recorded": source.max_model_len_recorded or config.max_model_len is not None,
@@ -470,7 +404,7 @@ def run_replay(config: ReplayConfig, progress: Progress = SILENT) -> ReplayResul
         rows.update(more)
     else:
         info["lookahead"] = {"requests": 0}
-    pq.write_table(_predictions_table(source, pred), config.out / PREDICTIONS)
+    pq.write_table(predictions_table(source.requests, pred), config.out / PREDICTIONS)
     runs = _write_runs(config, source, rows, pred, info, time.perf_counter() - t_start)
     return ReplayResult(
         runs=runs,
@@ -484,7 +418,7 @@ def _write_runs(
     config: ReplayConfig,
     source: Source,
     rows: Cells,
-    pred: _Predictions,
+    pred: Predictions,
     info: dict[str, Any],
     seconds: float,
 ) -> list[Path]:
