@@ -101,6 +101,7 @@ def trace(cell: Cell, prompts: Path, args: argparse.Namespace) -> tuple[Path, fl
             sampling=SamplingConfig(max_tokens=256, logprobs=10),
             concurrency=args.concurrency,
             dtype=args.dtype,
+            max_model_len=args.max_model_len,
             overwrite=True,
         )
     )
@@ -232,6 +233,9 @@ def main() -> None:
     parser.add_argument("--replay-k", type=parse_ks, help="k values replayed (default: traced)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--dtype", default="float32", help="as the demo plans")
+    parser.add_argument(
+        "--max-model-len", type=int, default=4096, help="small values exercise vLLM's caps"
+    )
     parser.add_argument("--near-tie", type=float, default=0.05, help="margin below: near-tie")
     parser.add_argument("--no-branch-drafts", action="store_true")
     args = parser.parse_args()
