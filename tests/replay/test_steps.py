@@ -85,16 +85,24 @@ def test_drafts_are_capped_so_the_sampled_token_fits_max_model_len() -> None:
     assert [(r.step, r.position) for r in rows] == [(0, 0), (0, 1)]
 
 
-def test_draft_model_drafts_zeros_when_the_step_would_not_fit_the_drafter() -> None:
+@pytest.mark.parametrize("kind", ["draft_model", "ngram"])
+def test_zeros_are_drafted_when_the_step_would_not_fit_the_drafter(kind: str) -> None:
     out = (10, 11, 12, 13, 14, 15)
-    view = DraftModelView(output=out, argmax=out, continuation=(16, 17), max_model_len=12)
-    rows = replay_request(Tokens("r", 5, out), view, k=2, max_model_len=100)
+    view = (
+        DraftModelView(output=out, argmax=out, continuation=(16, 17))
+        if kind == "draft_model"
+        else fixed({i: list(out[i : i + 2]) for i in range(1, 6)})
+    )
+    rows = replay_request(
+        Tokens("r", 5, out), view, k=2, max_model_len=100, drafter_max_model_len=12
+    )
     # prefill seq_len 5: 5+2 <= 12 -> real drafts at L=1 (accepted 11, 12; bonus 13);
     # that step's seq_len 5+1+2 = 8: 8+2 <= 12 -> real drafts at L=4;
     # then 5+4+2 = 11: 11+2 > 12 -> vLLM drafts zeros (none left here: output ends).
     assert [r.draft for r in rows] == [11, 12, 14, 15]
-    view = DraftModelView(output=out, argmax=out, continuation=(16, 17), max_model_len=9)
-    rows = replay_request(Tokens("r", 5, out), view, k=2, max_model_len=100)
+    rows = replay_request(
+        Tokens("r", 5, out), view, k=2, max_model_len=100, drafter_max_model_len=9
+    )
     # 8+2 > 9: zeros at L=4 (rejected: the target said 14), and again at L=5
     assert [r.draft for r in rows] == [11, 12, 0, 0, 0, 0]
     assert [r.emitted for r in rows if not r.accepted and r.emitted is not None] == [14, 15]
@@ -103,9 +111,9 @@ def test_draft_model_drafts_zeros_when_the_step_would_not_fit_the_drafter() -> N
 def test_draft_model_view_branches_after_the_first_wrong_draft() -> None:
     out = (10, 11, 12, 13, 14)
     argmax = (-1, 11, 55, 13, 14)  # the drafter's greedy token at each index
-    view = DraftModelView(output=out, argmax=argmax, continuation=(90, 91, 92), max_model_len=BIG)
-    assert view(1, 4, 0) == [11, 55, Branch(2, 0), Branch(2, 1)]
-    assert view(3, 4, 0) == [13, 14, 90, 91]  # past the end: its own continuation
+    view = DraftModelView(output=out, argmax=argmax, continuation=(90, 91, 92))
+    assert view(1, 4) == [11, 55, Branch(2, 0), Branch(2, 1)]
+    assert view(3, 4) == [13, 14, 90, 91]  # past the end: its own continuation
 
 
 def test_capture_reads_replayed_steps_back_into_the_same_rows(tmp_path: Path) -> None:

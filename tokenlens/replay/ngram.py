@@ -6,9 +6,11 @@ whose context has reached ``max_model_len`` and otherwise calls the numba kernel
 (prompt + output, int32 as in vLLM's input batch) with the run's
 ``prompt_lookup_min``/``prompt_lookup_max`` and k. We call that same kernel.
 
-It runs in a short-lived subprocess (``python -m tokenlens.replay.ngram``, JSON on
-stdin and stdout): importing vLLM takes seconds and logs to the terminal, and the
-caller's process never imports vLLM (see :mod:`tokenlens.engine`).
+It runs where vLLM is already imported when it can: in the drafter's engine worker
+(``Engine.call``) when a draft model is replayed too; otherwise in a short-lived
+subprocess (``python -m tokenlens.replay.ngram``, JSON on stdin and stdout).
+Importing vLLM takes seconds and logs to the terminal, and the caller's process never
+imports vLLM (see :mod:`tokenlens.engine`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from tokenlens.errors import TokenlensError
+
+if TYPE_CHECKING:
+    from tokenlens.engine.runner import Engine
+
+IN_ENGINE = "tokenlens.replay.ngram:in_engine"
 
 
 @dataclass(frozen=True)
@@ -34,17 +41,23 @@ class NgramSettings:
 
 
 def proposals(
-    sequences: Sequence[tuple[Sequence[int], int]], settings: NgramSettings
+    sequences: Sequence[tuple[Sequence[int], int]],
+    settings: NgramSettings,
+    engine: Engine | None = None,
 ) -> list[tuple[tuple[int, ...], ...]]:
     """For each ``(prompt + output tokens, prompt length)``: the proposal at every length.
 
     Entry ``L`` of a request's tuple is what vLLM proposes once the request has ``L``
-    output tokens (entry 0 is empty: the prefill step has no drafts).
+    output tokens (entry 0 is empty: the prefill step has no drafts). With ``engine``
+    the kernel runs in that engine's worker, else in a subprocess.
     """
     payload = {
-        "settings": settings.__dict__,
+        "settings": asdict(settings),
         "sequences": [{"tokens": list(tokens), "prompt_len": p} for tokens, p in sequences],
     }
+    if engine is not None:
+        found: list[list[list[int]]] = engine.call(IN_ENGINE, payload)
+        return [tuple(tuple(p) for p in per_request) for per_request in found]
     done = subprocess.run(
         [sys.executable, "-m", "tokenlens.replay.ngram"],
         input=json.dumps(payload),
@@ -87,6 +100,11 @@ def _compute(payload: dict[str, Any]) -> list[list[list[int]]]:
             per_len.append([int(t) for t in drafts])
         out.append(per_len)
     return out
+
+
+def in_engine(llm: Any, payload: dict[str, Any], progress: Any) -> list[list[list[int]]]:
+    """``Engine.call`` entry: the kernel inside an engine worker (vLLM already imported)."""
+    return _compute(payload)
 
 
 def main() -> None:

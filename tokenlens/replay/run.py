@@ -160,7 +160,7 @@ def _tokens(req: SourceRequest, pred: Predictions) -> Tokens:
     return Tokens(req.request_id, len(req.prompt_ids), req.output, ahead)
 
 
-def _draft_fn(method: str, req: SourceRequest, pred: Predictions, mml: int) -> DraftFn:
+def _draft_fn(method: str, req: SourceRequest, pred: Predictions) -> DraftFn:
     if method == "ngram":
         return NgramView(pred.ngram[req.request_id])
     scored = pred.drafter[req.request_id]
@@ -169,7 +169,6 @@ def _draft_fn(method: str, req: SourceRequest, pred: Predictions, mml: int) -> D
         output=req.output,
         argmax=scored.argmax[p : p + len(req.output)],
         continuation=scored.generated,
-        max_model_len=mml,
     )
 
 
@@ -187,7 +186,7 @@ def _step_all(
     need: dict[str, int] = {}
     for method in methods:
         for req in source.requests:
-            drafts = _draft_fn(method, req, pred, mml)
+            drafts = _draft_fn(method, req, pred)
             tokens = _tokens(req, pred)
             for k in config.ks:
                 try:
@@ -232,10 +231,29 @@ def _branch_requests(
     return out
 
 
+def _ngram_settings(config: ReplayConfig, source: Source) -> ngram.NgramSettings:
+    opts = _ngram_options(config, source)
+    return ngram.NgramSettings(
+        k=max(config.ks),
+        prompt_lookup_min=opts["prompt_lookup_min"],
+        prompt_lookup_max=opts["prompt_lookup_max"],
+        max_model_len=_max_model_len(config, source),
+    )
+
+
+def _ngram_pass(
+    config: ReplayConfig, source: Source, pred: Predictions, engine: Engine | None
+) -> None:
+    """vLLM's n-gram kernel at every prefix (in ``engine``'s worker if one is up)."""
+    sequences = [(r.sequence, len(r.prompt_ids)) for r in source.requests]
+    found = ngram.proposals(sequences, _ngram_settings(config, source), engine)
+    pred.ngram = {r.request_id: p for r, p in zip(source.requests, found, strict=True)}
+
+
 def _drafter_passes(
     config: ReplayConfig, source: Source, pred: Predictions, dtype: str, progress: Progress
 ) -> dict[str, Any]:
-    """The drafter engine: teacher-forced pass, then (optionally) the branch pass."""
+    """The drafter engine: n-gram kernel if wanted, teacher-forced pass, branch pass."""
     kmax = max(config.ks)
     name = _drafter_name(config, source)
     econf = _engine(config, source, name, dtype, progress)
@@ -243,6 +261,8 @@ def _drafter_passes(
     info: dict[str, Any] = {"model": name}
     progress.note(f"starting vLLM with the drafter {name} (log: {log})")
     with Engine(econf, log_path=log, progress=progress) as engine:
+        if "ngram" in config.methods:  # vLLM is imported there already
+            _ngram_pass(config, source, pred, engine)
         t0 = time.perf_counter()
         requests = [
             PassRequest(req.sequence, max_tokens=max(1, kmax - 1), score_prompt=True)
@@ -372,7 +392,6 @@ def run_replay(config: ReplayConfig, progress: Progress = SILENT) -> ReplayResul
     dtype = _dtype(config, source)
     _prepare_out(config)
     mml = _max_model_len(config, source)
-    kmax = max(config.ks)
     pred = Predictions()
     info: dict[str, Any] = {
         "max_model_len": mml,
@@ -380,18 +399,9 @@ def run_replay(config: ReplayConfig, progress: Progress = SILENT) -> ReplayResul
         "dtype": dtype,
         "branch_drafts": config.branch_drafts,
     }
-    if "ngram" in config.methods:
-        opts = _ngram_options(config, source)
-        settings = ngram.NgramSettings(
-            k=kmax,
-            prompt_lookup_min=opts["prompt_lookup_min"],
-            prompt_lookup_max=opts["prompt_lookup_max"],
-            max_model_len=mml,
-        )
+    if "ngram" in config.methods and "draft_model" not in config.methods:
         progress.note("n-gram proposals (vLLM's kernel)")
-        sequences = [(r.sequence, len(r.prompt_ids)) for r in source.requests]
-        found = ngram.proposals(sequences, settings)
-        pred.ngram = {r.request_id: p for r, p in zip(source.requests, found, strict=True)}
+        _ngram_pass(config, source, pred, None)
     if "draft_model" in config.methods:
         info["drafter"] = _drafter_passes(config, source, pred, dtype, progress)
     rows, need, _ = _step_all(config, source, pred, config.methods)

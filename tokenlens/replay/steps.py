@@ -14,8 +14,11 @@ What vLLM 0.32 does for one greedy request (``Scheduler.schedule``,
   after k accepted drafts). vLLM counts every scheduled draft and every accepted one,
   even past a stop: tokens are appended one by one and a stop (EOS, stop token,
   ``max_tokens``, ``max_model_len``) discards the rest of the step.
-- The step's sequence length (computed + scheduled tokens) is what the draft model's
-  "input fits in drafter" check sees before the next proposal.
+- Before the next proposal, the model runner checks that the step's sequence length
+  (computed + scheduled tokens) + k fits the drafter's ``max_model_len``
+  (``GPUModelRunner._input_fits_in_drafter``, for every method, n-gram included); if
+  not, the drafts are k zeros. vLLM takes the longest sequence of the batch, replay
+  this request's: exact with one request in flight or away from ``max_model_len``.
 
 Judging drafts past the end of the output needs the target's tokens there (the
 greedy continuation it never emitted); :class:`NeedLookahead` says how many.
@@ -42,8 +45,8 @@ class Branch:
 
 
 Draft = int | Branch
-# (start L, k, sequence length of the previous step) -> the drafts vLLM would propose
-DraftFn = Callable[[int, int, int], Sequence[Draft]]
+# (start L, k) -> the drafts vLLM's proposer returns for a request of length L
+DraftFn = Callable[[int, int], Sequence[Draft]]
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,19 @@ class NeedLookahead(Exception):
         self.rows = rows or []
 
 
-def replay_request(tokens: Tokens, drafts: DraftFn, k: int, max_model_len: int) -> list[Row]:
-    """The event rows vLLM would record for this request with ``k`` drafts per step."""
+def replay_request(
+    tokens: Tokens,
+    drafts: DraftFn,
+    k: int,
+    max_model_len: int,
+    drafter_max_model_len: int | None = None,
+) -> list[Row]:
+    """The event rows vLLM would record for this request with ``k`` drafts per step.
+
+    ``drafter_max_model_len`` defaults to ``max_model_len`` (vLLM caps the drafter's
+    at the target's).
+    """
+    drafter_limit = max_model_len if drafter_max_model_len is None else drafter_max_model_len
     out, prompt_len = tokens.output, tokens.prompt_len
     end = len(out)
 
@@ -101,7 +115,8 @@ def replay_request(tokens: Tokens, drafts: DraftFn, k: int, max_model_len: int) 
     seq_len = prompt_len  # the prefill step's sequence length
     while start < end:
         room = max_model_len - prompt_len - start - 1
-        spec = list(drafts(start, k, seq_len))[: max(room, 0)]
+        fits = seq_len + k <= drafter_limit
+        spec = (list(drafts(start, k)) if fits else [0] * k)[: max(room, 0)]
         if not spec:  # a plain decode step: vLLM counts nothing
             seq_len = prompt_len + start
             start += 1
@@ -140,19 +155,14 @@ class DraftModelView:
     after the whole output. Within a step the drafter continues from its own drafts:
     while they equal the target's tokens they are teacher-forced argmaxes, after the
     first one that differs they are a :class:`Branch`, and past the end of the output
-    (all equal so far) they are ``continuation``. ``max_model_len`` is the drafter's:
-    vLLM drafts zeros for a step whose sequence would not fit
-    (``GPUModelRunner._input_fits_in_drafter``; exact for one request in flight).
+    (all equal so far) they are ``continuation``.
     """
 
     output: tuple[int, ...]
     argmax: tuple[int, ...]
     continuation: tuple[int, ...]
-    max_model_len: int
 
-    def __call__(self, start: int, k: int, seq_len: int) -> list[Draft]:
-        if seq_len + k > self.max_model_len:
-            return [0] * k
+    def __call__(self, start: int, k: int) -> list[Draft]:
         end = len(self.output)
         drafts: list[Draft] = []
         branch: int | None = None
@@ -180,5 +190,5 @@ class NgramView:
 
     proposals: tuple[tuple[int, ...], ...]
 
-    def __call__(self, start: int, k: int, seq_len: int) -> list[Draft]:
+    def __call__(self, start: int, k: int) -> list[Draft]:
         return list(self.proposals[start][:k])
