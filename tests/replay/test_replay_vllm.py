@@ -1,8 +1,12 @@
 """Replay equals tracing, on real vLLM: one JA and one EN prompt, 24 tokens, k=3.
 
 Two real traces (draft model and n-gram, k=3) and one replay of both methods from
-the draft-model trace, shared by every test here (four engine starts in all: the two
-traces, the replay's drafter, and the target's look-ahead if a step needs it).
+the draft-model trace, shared by every test here (three engine starts: the two
+traces and the replay's drafter; a fourth, the target's look-ahead, only if a step
+needs it). ``max_model_len`` 80 puts both requests near it (prompts of 55 and 58
+tokens), so vLLM's caps there are part of what must match: fewer drafts in the last
+steps, and k zeros where a step would not fit the drafter. One request in flight,
+because vLLM applies that check to the longest sequence of the batch.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from tokenlens.trace import TraceConfig, run_trace
 pytestmark = pytest.mark.vllm
 
 Runs = tuple[dict[str, Path], ReplayResult]
+MAX_MODEL_LEN = 80
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +43,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory, pair: tuple[Path, Path]) -> R
                 method=method,
                 num_spec=3,
                 sampling=SamplingConfig(max_tokens=24, logprobs=2),
-                concurrency=2,
+                concurrency=1,
                 dtype="float32",
+                max_model_len=MAX_MODEL_LEN,
             )
         )
         for method in ("draft_model", "ngram")
@@ -65,6 +71,9 @@ def test_replayed_events_equal_the_traced_ones_row_for_row(runs: Runs, method: s
     assert agreement.requests == 2 and agreement.rows_traced > 0
     assert agreement.differing == ()
     assert agreement.equal_rows == agreement.rows_traced == agreement.rows_replayed
+    assert traced.events is not None
+    zeros = [r for r in traced.events.to_pylist() if r["draft_token_id"] == 0]
+    assert zeros, "no step near max_model_len: the caps there went untested"
 
 
 def test_traces_record_the_prompt_token_ids_vllm_prefilled(runs: Runs) -> None:
