@@ -65,6 +65,16 @@ REQUESTS_SCHEMA = pa.schema(
         ("top_logprobs", pa.list_(pa.list_(pa.float64()))),
     ]
 )
+# Columns added after run directories were first written. Writers always write them;
+# readers accept directories without them (filled with nulls), and the feature that
+# needs one says in one line why it cannot run (replay needs ``prompt_token_ids``).
+REQUESTS_OPTIONAL = pa.schema(
+    [
+        # The token ids vLLM prefilled (chat template applied).
+        ("prompt_token_ids", pa.list_(pa.int64())),
+    ]
+)
+REQUESTS_WRITE_SCHEMA = pa.schema([*REQUESTS_SCHEMA, *REQUESTS_OPTIONAL])
 EVENTS_SCHEMA = pa.schema(
     [
         ("request_id", pa.string()),
@@ -93,7 +103,7 @@ def requests_table(
     requests: list[GeneratedRequest], langs: dict[str, str], pairs: dict[str, str | None]
 ) -> pa.Table:
     """``requests.parquet`` rows; ``request_id`` is the prompt id (plus ``#i`` for n > 1)."""
-    rows: dict[str, list[Any]] = {name: [] for name in REQUESTS_SCHEMA.names}
+    rows: dict[str, list[Any]] = {name: [] for name in REQUESTS_WRITE_SCHEMA.names}
     for req in requests:
         base = req.prompt_id.split("#", 1)[0]
         lp = req.logprobs
@@ -111,7 +121,9 @@ def requests_table(
         rows["token_rank"].append([t.rank for t in lp] if lp else None)
         rows["top_ids"].append([list(t.top_ids) for t in lp] if lp else None)
         rows["top_logprobs"].append([list(t.top_logprobs) for t in lp] if lp else None)
-    return pa.table(rows, schema=REQUESTS_SCHEMA)
+        ids = req.prompt_token_ids
+        rows["prompt_token_ids"].append(list(ids) if ids is not None else None)
+    return pa.table(rows, schema=REQUESTS_WRITE_SCHEMA)
 
 
 def write_events(run: Path, events: pa.Table) -> None:
@@ -406,6 +418,54 @@ class RunWriter:
         self.update(**fields, status="complete", finished_at=now_iso())
 
 
+COUNTER_SOURCES = ("vllm", "derived")
+DERIVED_NOTE = "derived from events.parquet: these are not vLLM's counters"
+
+
+def finalize(
+    writer: RunWriter,
+    requests: pa.Table,
+    events: pa.Table | None,
+    counters: SpecCounters | None = None,
+    *,
+    counters_source: str = "vllm",
+    extra_manifest: dict[str, Any] | None = None,
+) -> list[str]:
+    """Finish a run directory: requests, metrics, events, reconciliation, ``complete``.
+
+    The one way a run is finished, so every writer leaves the same files in the same
+    order. ``counters_source="vllm"``: ``counters`` are vLLM's and the events are
+    reconciled against them. ``"derived"`` (replayed runs, which have no engine):
+    metrics.json holds counts computed from the events and says so, in its
+    ``source`` field and in the manifest's ``counters_source``. Returns the
+    reconciliation's differences (empty: exact); the caller decides how to fail.
+    """
+    from tokenlens.capture.reconcile import counters_from_events, reconcile
+
+    if counters_source not in COUNTER_SOURCES:
+        raise ValueError(f"counters_source must be one of {COUNTER_SOURCES}")
+    writer.write_requests(requests)
+    if counters_source == "derived":
+        if events is None:
+            raise ValueError("derived counters need events")
+        counters = counters_from_events(events)
+        write_json_atomic(writer.path / METRICS, {**counters.to_json(), "source": DERIVED_NOTE})
+    else:
+        if counters is None:
+            raise ValueError("counters_source='vllm' needs vLLM's counters")
+        writer.write_metrics(counters)
+    problems: list[str] = []
+    if events is not None:
+        write_events(writer.path, events)
+        problems = reconcile(events, counters)
+    writer.complete(
+        **(extra_manifest or {}),
+        counters_source=counters_source,
+        reconciliation={"exact": not problems, "differences": problems},
+    )
+    return problems
+
+
 @dataclass(frozen=True)
 class Run:
     """A validated run directory."""
@@ -430,12 +490,16 @@ def _read_json(path: Path) -> Any:
         raise TokenlensError(f"{path}: malformed JSON ({exc})") from None
 
 
-def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
+def _read_table(path: Path, schema: pa.Schema, optional: pa.Schema | None = None) -> pa.Table:
+    """Read and type-check a table; ``optional`` columns are null-filled when absent."""
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise TokenlensError(f"{path}: unreadable parquet ({' '.join(str(exc).split())})") from None
-    for field in schema:
+    for field in optional or ():
+        if field.name not in table.schema.names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    for field in pa.schema([*schema, *(optional or ())]):
         if field.name not in table.schema.names:
             raise TokenlensError(f"{path}: missing column '{field.name}'")
         actual = table.schema.field(field.name).type
@@ -461,7 +525,7 @@ def read_run(path: str | Path) -> Run:
         raise TokenlensError(f"{root / MANIFEST}: status must be one of {STATUSES}")
     if not (root / REQUESTS).is_file():
         raise TokenlensError(f"{root}: not a complete run ({REQUESTS} is missing)")
-    requests = _read_table(root / REQUESTS, REQUESTS_SCHEMA)
+    requests = _read_table(root / REQUESTS, REQUESTS_SCHEMA, REQUESTS_OPTIONAL)
     metrics_raw = _read_json(root / METRICS)
     try:
         metrics = SpecCounters.from_json(metrics_raw)

@@ -125,6 +125,7 @@ class ServerClient:
             "seed": sampling.seed,
             "request_id": job.rid,
             "return_tokens_as_token_ids": True,
+            "return_token_ids": True,  # the prompt's token ids, for replay
             "logprobs": True,
             "top_logprobs": sampling.logprobs or 1,
             "messages": job.messages or [{"role": "user", "content": job.text or ""}],
@@ -150,6 +151,7 @@ class ServerClient:
         body = self._body(model, job, sampling)
         t0 = time.perf_counter()
         first: float | None = None
+        prompt_ids: list[int] | None = None
         try:
             if stream:
                 body["stream"] = True
@@ -162,6 +164,7 @@ class ServerClient:
                 with self._http.stream("POST", "/v1/chat/completions", json=body) as response:
                     response.raise_for_status()
                     for chunk in _sse_chunks(response.iter_lines()):
+                        prompt_ids = chunk.get("prompt_token_ids") or prompt_ids
                         usage = chunk.get("usage") or usage
                         metrics = chunk.get("metrics") or metrics
                         for choice in chunk.get("choices") or ():
@@ -183,6 +186,7 @@ class ServerClient:
                 finish = choice.get("finish_reason")
                 usage = data.get("usage") or {}
                 metrics = data.get("metrics") or {}
+                prompt_ids = data.get("prompt_token_ids")
         except httpx.HTTPError as exc:
             raise TokenlensError(f"request {job.rid} to {self.url} failed: {exc}") from None
         ids = tuple(_token_id(entry["token"]) for entry in content)
@@ -212,6 +216,7 @@ class ServerClient:
             logprobs=logprobs if sampling.logprobs else None,
             first_token_latency=first,
             spec_decode=metrics.get("speculative_decoding"),
+            prompt_token_ids=None if prompt_ids is None else tuple(int(t) for t in prompt_ids),
         )
 
     def run(

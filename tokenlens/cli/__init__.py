@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from tokenlens import __version__
-from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, tokens, trace
+from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, replay, tokens, trace
 from tokenlens.errors import TokenlensError
 
 DESCRIPTION = """\
@@ -30,13 +30,14 @@ Start here:
                                  speed matrix: tok/s, chars/s, acceptance per case
   tokenlens models ensure        assemble the embedded models into the cache
   tokenlens trace --prompts corpora/demo.jsonl --method draft_model --out runs/dm3
+  tokenlens replay runs/dm3 --method draft_model,ngram --k 1-5 --out runs/sweep
   tokenlens analyze runs/dm3 --out out/dm3
   tokenlens tokens --corpus corpora/demo.jsonl --tokenizer qwen3.5 --out out/tok
   tokenlens corpora check        the prompt corpora against their rules
   tokenlens doctor               check vLLM, the plugin, the platform before a long run
 """
 
-_COMMANDS = (demo, bench, trace, analyze, tokens, models, corpora, doctor)
+_COMMANDS = (demo, bench, trace, replay, analyze, tokens, models, corpora, doctor)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -19,7 +19,7 @@ from tokenlens.cli.common import (
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.tiny import TINY_NAMES
-from tokenlens.trace import BASELINE, TraceConfig, resume_trace, run_trace
+from tokenlens.trace import BASELINE, DEFAULT_CONCURRENCY, TraceConfig, resume_trace, run_trace
 
 # vLLM 0.32's load formats (vllm.model_executor.model_loader.LoadFormats), copied because
 # the CLI process never imports vLLM.
@@ -142,7 +142,10 @@ def register(sub: Any) -> None:
         help="top-k logprobs per emitted token (default: 10, 0 = off)",
     )
     p.add_argument(
-        "--concurrency", type=positive_int, default=1, help="requests in flight (default: 1)"
+        "--concurrency",
+        type=positive_int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"requests in flight (default: {DEFAULT_CONCURRENCY}; batching is cheap on CPU)",
     )
     p.add_argument("--lang", action="append", help="only prompts of this language (repeatable)")
     p.add_argument("--limit", type=positive_int, help="at most N prompts per language")

@@ -116,6 +116,9 @@ class GeneratedRequest:
     # vLLM's per-request spec-decode summary where the server reports it
     # (``--per-request-spec-decode-metrics``): its ``speculative_decoding`` object.
     spec_decode: dict[str, Any] | None = None
+    # The token ids vLLM actually prefilled (chat template applied): what a replay of
+    # this request feeds the drafter, without re-rendering templates.
+    prompt_token_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -244,6 +244,11 @@ class Engine:
         result: GenerationResult = self._wait(None, "generate")
         return result
 
+    def call(self, function: str, *args: Any) -> Any:
+        """Run ``module:function(llm, *args, progress=...)`` in the worker, next to vLLM."""
+        self._send(("call", function, args))
+        return self._wait(None, f"run {function}")
+
     def counters(self) -> SpecCounters:
         """vLLM's cumulative spec-decode counters for this engine."""
         self._send(("counters",))

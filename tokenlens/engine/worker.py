@@ -8,17 +8,21 @@ engine generating into its run directory. Messages are tuples
 over a ``multiprocessing.connection`` socket:
 
 - parent -> worker: ``("start", EngineConfig)``, ``("generate", [PromptJob],
-  SamplingConfig, concurrency)``, ``("counters",)``, ``("close",)``
+  SamplingConfig, concurrency)``, ``("counters",)``, ``("call", "module:function",
+  args)``, ``("close",)``
 - worker -> parent: ``("ready", info)``, ``("progress", n)``, ``("result", value)``,
   ``("error", one_line, traceback)``
 
-All vLLM contact of the in-process path is in this module.
+All vLLM contact of the in-process path is in this module, or in a function that
+``call`` runs here (``function(llm, *args, progress=...)``: replay's drafter and
+look-ahead passes in :mod:`tokenlens.replay.passes`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import signal
@@ -208,6 +212,10 @@ def _logprobs(seq: Any) -> tuple[TokenLogprobs, ...] | None:
     return tuple(out)
 
 
+def _ids(ids: Any) -> tuple[int, ...] | None:
+    return None if ids is None else tuple(int(t) for t in ids)
+
+
 def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
     stats = getattr(output, "metrics", None)
     latency = getattr(stats, "first_token_latency", None) if stats is not None else None
@@ -222,6 +230,7 @@ def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
             logprobs=_logprobs(seq),
             first_token_latency=float(latency) if latency else None,
             spec_decode=_spec_decode_metrics(seq),
+            prompt_token_ids=_ids(output.prompt_token_ids),
         )
         for seq in output.outputs
     ]
@@ -344,6 +353,13 @@ def generate(
     )
 
 
+def call(llm: Any, function: str, args: tuple[Any, ...], conn: Connection) -> Any:
+    """Run ``module:function(llm, *args, progress=...)`` next to the engine."""
+    module, _, name = function.partition(":")
+    target = getattr(importlib.import_module(module), name)
+    return target(llm, *args, progress=lambda n: conn.send(("progress", n)))
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:500]
@@ -381,6 +397,9 @@ def _loop(conn: Connection, llm: Any, config: EngineConfig) -> None:
                 conn.send(("result", generate(llm, config, jobs, sampling, concurrency, conn)))
             elif message[0] == "counters":
                 conn.send(("result", read_counters(llm)))
+            elif message[0] == "call":
+                _, function, args = message
+                conn.send(("result", call(llm, function, args, conn)))
             elif message[0] == "close":
                 conn.send(("result", None))
                 return
