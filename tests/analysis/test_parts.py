@@ -34,6 +34,7 @@ from tokenlens.analysis.verdicts import (
     _rule,
     combine,
     compute_parts,
+    conjoin,
     decide,
     tri,
 )
@@ -178,6 +179,25 @@ def test_tri_never_reads_a_null_or_zero_width_interval() -> None:
 )
 def test_rules_are_symmetric(effect: str, check: str | None, verdict: str) -> None:
     assert combine(effect, check) == verdict
+
+
+@pytest.mark.parametrize(
+    ("effect", "check", "verdict"),
+    [
+        (YES, YES, SUPPORTED),
+        (YES, UNSURE, INCONCLUSIVE),  # H2 needs the trained drafter's own gap too
+        (YES, NA, INCONCLUSIVE),
+        (YES, NO, NOT_SUPPORTED),  # n-gram better on Japanese, trained drafter no gap
+        (NO, NO, NOT_SUPPORTED),
+        (NO, UNSURE, NOT_SUPPORTED),
+        (NO, YES, INCONCLUSIVE),  # a shared deficit: both drafters lose Japanese
+        (UNSURE, NO, NOT_SUPPORTED),
+        (UNSURE, YES, INCONCLUSIVE),
+        (UNSURE, UNSURE, INCONCLUSIVE),
+    ],
+)
+def test_h2_rule_is_the_conjunction(effect: str, check: str, verdict: str) -> None:
+    assert conjoin(effect, check) == verdict
 
 
 def test_rates_at_zero_or_one_get_a_real_interval() -> None:

@@ -8,12 +8,16 @@ Each rule reads one effect (Japanese minus English, negative = Japanese worse) a
 check, both on judged rows of the same runs, against a practical threshold δ:
 *yes* when the whole interval lies below −δ, *no* when it lies above −δ, *unsure*
 otherwise, *n/a* when the figure or its interval is missing (a null or zero-width
-interval never answers yes or no). The rules are symmetric: the effect proposes, and
-the check can veto either answer.
+interval never answers yes or no). H1's rule is symmetric: the effect proposes, and
+the check can veto either answer (:func:`combine`):
 
 - ``supported``: effect yes and check not no;
 - ``not_supported``: effect no and check not yes;
 - ``inconclusive``: anything else (an unsure effect, or effect and check disagreeing).
+
+H2's rule is the conjunction (:func:`conjoin`): ``supported`` only when both say yes,
+because its effect also moves when only the n-gram drafter changes (measured in
+benchmarks/bench_verdicts.py).
 
 H1 (tokenization / text structure): the effect is the *shared composition* of the
 judged gap by the target's confidence for the trained drafters (Japanese has more of
@@ -119,11 +123,13 @@ def conjoin(effect: str, check: str) -> str:
     better on Japanese while the trained drafter has no gap at all; under the veto rule
     that read as H2 ``supported`` in 86% of such simulated studies (bench_verdicts). The
     trained drafter's own within-confidence gap must be there too. ``not_supported``
-    when either says no and the other does not say yes.
+    when the check says no (the trained drafter has no gap at equal confidence, whatever
+    the n-gram drafter does), or the effect says no and the check does not say yes (a
+    gap both drafters share is not a training-data effect, but not its absence either).
     """
     if effect == YES and check == YES:
         return SUPPORTED
-    if NO in (effect, check) and YES not in (effect, check):
+    if check == NO or (effect == NO and check != YES):
         return NOT_SUPPORTED
     return INCONCLUSIVE
 
