@@ -70,6 +70,9 @@ def test_join_classifies_the_planted_classes(
         assert not mine["emitted_mismatch"].any()
     for run in result.summary["runs"]:
         assert run["reconciliation"]["matches"]
+        # The counters the events imply are printed next to the run's own.
+        assert run["reconciliation"]["events"] == run["reconciliation"]["vllm"]
+        assert run["reconciliation"]["events"]["num_draft_tokens"] > 0
 
 
 def test_file_and_in_memory_paths_agree(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:

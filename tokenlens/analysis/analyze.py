@@ -39,7 +39,8 @@ from tokenlens.analysis.join import join_run
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
 from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import FREE, TRAINED, Rules, compute_parts, decide, families
-from tokenlens.capture.reconcile import reconcile
+from tokenlens.capture.reconcile import counters_from_events, reconcile
+from tokenlens.engine.results import SpecCounters
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import read_run, write_json_atomic
@@ -115,6 +116,15 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         frames.append(join_run(run, label, config.tokenizer))
         spec = run.manifest["speculative"]
         problems = reconcile(run.events, run.metrics) if run.events is not None else ["no events"]
+        # The counters the events imply, padded to vLLM's width so that equal means equal.
+        derived = (
+            (
+                counters_from_events(run.events)
+                + SpecCounters(accepted_per_position=(0,) * len(run.metrics.accepted_per_position))
+            ).to_json()
+            if run.events is not None
+            else None
+        )
         replayed = run.manifest.get("replayed_from")
         infos.append(
             RunInfo(
@@ -125,7 +135,11 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
                 signature=str(run.manifest["signature"]),
                 status=str(run.manifest["status"]),
                 metrics=run.metrics.to_json(),
-                reconciliation={"matches": not problems, "differences": problems},
+                reconciliation={
+                    "matches": not problems,
+                    "differences": problems,
+                    "events": derived,
+                },
                 replayed_from=str(replayed) if replayed else None,
             )
         )
