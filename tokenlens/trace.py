@@ -29,6 +29,8 @@ from tokenlens.engine.config import (
 from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
 from tokenlens.engine.runner import (
     Engine,
+    capped_by_model_len,
+    capped_note,
     check_prompt_lengths,
     effective_max_tokens,
     jobs_from_prompts,
@@ -36,7 +38,7 @@ from tokenlens.engine.runner import (
 from tokenlens.engine.worker import PromptJob
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup, resolve_model
-from tokenlens.models.tiny import TINY_LOAD_FORMAT, TINY_TOKENIZER, is_tiny
+from tokenlens.models.tiny import TINY_LOAD_FORMAT, TINY_TOKENIZER, draft_load_options, is_tiny
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, normalise_lang, read_prompts
 from tokenlens.rundir import (
@@ -150,7 +152,10 @@ def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> Eng
             raise TokenlensError(f"--method {method} needs --draft-model")
         draft_path = resolve_model(draft, config.cache, progress) if draft is not None else None
         speculative = SpeculativeSpec(
-            method, config.num_spec, draft_path, dict(config.spec_options)
+            method,
+            config.num_spec,
+            draft_path,
+            {**draft_load_options(draft_path), **config.spec_options},
         )
     return EngineConfig(
         model=model_path,
@@ -339,7 +344,13 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     capture_dir = config.out / CAPTURE
     engine_config = replace(build_engine_config(config, progress), trace_dir=str(capture_dir))
     progress.stage("check prompt lengths")
-    check_prompt_lengths(engine_config, jobs, config.sampling.max_tokens)
+    lengths = check_prompt_lengths(engine_config, jobs, config.sampling.max_tokens)
+    note = capped_note(
+        capped_by_model_len(lengths, jobs, config.sampling.max_tokens, engine_config.max_model_len),
+        engine_config.max_model_len,
+    )
+    if note:
+        progress.note(note)
     vllm_version = installed_vllm()
     writer = RunWriter(config.out, manifest_for(config, prompts, vllm_version), config.overwrite)
     shutil.rmtree(capture_dir, ignore_errors=True)

@@ -85,13 +85,17 @@ def load_hf_tokenizer(name: str) -> Any:
 def check_prompt_lengths(
     config: EngineConfig, jobs: list[PromptJob], default_max_tokens: int, tokenizer: Any = None
 ) -> dict[str, int]:
-    """Refuse, naming the prompt, any job that cannot fit ``max_model_len`` with its output.
+    """Refuse, naming the prompt, any job that vLLM would refuse for its length.
 
     Each prompt is rendered exactly as the worker renders it
-    (:func:`tokenlens.engine.worker.render_prompt`) with the target's tokenizer, and
-    must leave room for its ``max_tokens``: ``prompt tokens + max_tokens <=
-    max_model_len``. vLLM would find a too-long prompt only after the engine start (a
-    minute here) and fail the whole run. Returns the prompt length of every job.
+    (:func:`tokenlens.engine.worker.render_prompt`) with the target's tokenizer. vLLM's
+    rule (``InputProcessor._validate_model_input``) is that the prompt plus at least
+    one output token must fit ``max_model_len``; it finds a violation only after the
+    engine start (a minute here, six for a 2 MB prompt) and fails the whole run. A
+    prompt that fits but leaves less than its ``max_tokens`` is legal: vLLM stops its
+    output at ``max_model_len`` (finish reason ``length``), and replay must reproduce
+    exactly that, so it is reported by :func:`capped_by_model_len`, not refused.
+    Returns the prompt length of every job.
     """
     from tokenlens.engine.worker import render_prompt
 
@@ -100,7 +104,6 @@ def check_prompt_lengths(
     limit = config.max_model_len
     lengths: dict[str, int] = {}
     for job in jobs:
-        max_tokens = job.max_tokens or default_max_tokens
         try:
             n = len(render_prompt(tokenizer, job, config.chat_template_kwargs))
         except Exception as exc:
@@ -108,14 +111,38 @@ def check_prompt_lengths(
             raise TokenlensError(
                 f"prompt {job.prompt_id!r}: the model's chat template failed: {detail}"
             ) from None
-        if n + max_tokens > limit:
+        if n + 1 > limit:
             raise TokenlensError(
                 f"prompt {job.prompt_id!r} is {n} tokens long (chat template included); "
-                f"with max_tokens {max_tokens} it needs {n + max_tokens} > max_model_len "
-                f"{limit}: shorten it, lower its max_tokens, or raise --max-model-len"
+                f"with at least one output token it needs {n + 1} > max_model_len "
+                f"{limit}: shorten it or raise --max-model-len"
             )
         lengths[job.prompt_id] = n
     return lengths
+
+
+def capped_by_model_len(
+    lengths: dict[str, int], jobs: list[PromptJob], default_max_tokens: int, limit: int
+) -> list[str]:
+    """The prompts whose output ``max_model_len`` will stop before their ``max_tokens``."""
+    return [
+        job.prompt_id
+        for job in jobs
+        if job.prompt_id in lengths
+        and lengths[job.prompt_id] + (job.max_tokens or default_max_tokens) > limit
+    ]
+
+
+def capped_note(capped: list[str], limit: int) -> str | None:
+    """One warning line for :func:`capped_by_model_len`'s prompts (None: there are none)."""
+    if not capped:
+        return None
+    shown = ", ".join(repr(c) for c in capped[:3]) + (" ..." if len(capped) > 3 else "")
+    return (
+        f"warning: {len(capped)} prompt(s) ({shown}) cannot reach their max_tokens within "
+        f"max_model_len {limit}; vLLM stops their output there (raise --max-model-len to "
+        "avoid it)"
+    )
 
 
 def _last_error(log: Path) -> str:
