@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.support import check_events, write_prompts
@@ -68,7 +69,17 @@ def test_tiny_dirs_are_built_once_and_rebuilt_when_stale(
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["DFlashDraftModel"]
     assert (out / "tokenizer.json").read_text() == "tokenizer.json\n"
-    assert not list(out.glob("*.safetensors"))  # no weights: they are dummy-loaded
+    # The D-Flash drafter ships seeded weights (tiny.WEIGHTED), read here by the
+    # safetensors package as an oracle independent of tokenlens' own writer.
+    from safetensors.numpy import load_file
+
+    weights = load_file(out / tiny.WEIGHTS_FILE)
+    assert weights["fc.weight"].shape == (128, 2 * 128)  # two target layers, 128 wide
+    assert weights["layers.0.self_attn.k_proj.weight"].shape == (2 * 32, 128)
+    assert weights["layers.0.self_attn.q_proj.weight"].dtype == np.float32
+    assert 0.015 < float(weights["layers.0.mlp.up_proj.weight"].std()) < 0.025
+    assert (weights["norm.weight"] == 1).all()
+    assert not any("embed" in n or "lm_head" in n for n in weights)  # the target's are shared
     stamp = (out / MARKER).stat().st_mtime_ns
     assert tiny.ensure_tiny("tiny-qwen3-dflash", cache) == out
     assert (out / MARKER).stat().st_mtime_ns == stamp  # idempotent: not rebuilt
@@ -94,6 +105,9 @@ def test_tiny_names_resolve_and_are_recorded(fake_drafter: Path, tmp_path: Path)
     assert engine.speculative is not None
     assert engine.speculative.model == str(models / "tiny-qwen3-dflash")
     assert engine.load_format == "dummy" and engine.tokenizer is None
+    # The drafter's own weights are loaded ("auto") while the target stays dummy.
+    spec = engine.speculative.to_vllm()
+    assert spec["draft_load_config"] == {"load_format": "auto"}
     man = manifest_for(config, read_prompts(prompts), "0.32.0")
     assert (man["model"], man["tokenizer"]) == ("tiny-qwen3", "qwen2.5")
     assert man["speculative"]["model"] == "tiny-qwen3-dflash"

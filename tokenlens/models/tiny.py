@@ -4,8 +4,9 @@ The speculative methods of the original study, MTP and D-Flash, need model famil
 (Qwen3.5, Qwen3-Next) that vLLM's CPU build cannot run here. These directories hold
 just a ``config.json`` of a tiny model of a family that does run on the CPU, a
 ``generation_config.json`` and the Qwen2.5 tokenizer files (copied from the embedded
-0.5B drafter's directory), and no weights: they are loaded with vLLM's
-``load_format="dummy"`` (random weights). That is enough to drive vLLM's MTP and
+0.5B drafter's directory); targets have no weights and are loaded with vLLM's
+``load_format="dummy"`` (random weights), and the D-Flash drafter ships seeded random
+weights of a few hundred kB (:data:`WEIGHTED` says why). That is enough to drive vLLM's MTP and
 D-Flash proposers, the tokenlens plugin and the analysis end to end, but the drafts
 of random weights are meaningless: acceptance, speed and outputs of these models say
 nothing about the methods.
@@ -29,13 +30,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tokenlens.errors import TokenlensError
 from tokenlens.models.cache import cache_root
 from tokenlens.models.embedded import DRAFTER, MARKER, ensure_model, read_marker
 from tokenlens.progress import SILENT, Progress
 
 # Bump when what a directory holds changes (a changed config is caught by the marker itself).
-TINY_VERSION = 1
+# 2: tiny-qwen3-dflash ships seeded random weights (see WEIGHTED).
+TINY_VERSION = 2
 # Files taken from the embedded drafter's directory (the Qwen2.5 tokenizer and chat template).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 # The load format these directories need: they have no weights.
@@ -106,7 +110,94 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {
     },
 }
 TINY_NAMES = tuple(TINY_CONFIGS)
+
+# Drafters that ship weights (seeded random, a few hundred kB) and are loaded with
+# load_format "auto" through vLLM's speculative ``draft_load_config``, while their
+# target stays on dummy weights. Why: vLLM 0.32's D-Flash drafter builds its fused
+# context-KV buffers in ``load_weights``; with dummy weights that never runs, and the
+# lazy build at the first step reads the qkv weights after vLLM's CPU backend has
+# packed them for oneDNN and emptied them (``dispatch_cpu_unquantized_gemm(...,
+# remove_weight=True)``): "size mismatch ... vec (0)", the engine dies. Whether oneDNN
+# packs depends on dtype and CPU (float32 here; bf16 with AVX512-BF16), so the dummy
+# drafter failed on some machines only.
+WEIGHTED = ("tiny-qwen3-dflash",)
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_SEED = 0
 GENERATION_CONFIG = {"bos_token_id": 151643, "eos_token_id": 151645, "pad_token_id": 151643}
+
+
+def draft_load_options(name: str | None) -> dict[str, Any]:
+    """Extra ``speculative_config`` keys for drafter ``name`` (see :data:`WEIGHTED`)."""
+    if name is not None and Path(name).name in WEIGHTED:
+        return {"draft_load_config": {"load_format": "auto"}}
+    return {}
+
+
+def _dflash_weights(config: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Checkpoint tensors of a D-Flash drafter with ``config``, by their published names.
+
+    The names are those of z-lab's DFlashDraftModel checkpoints that vLLM's
+    ``DFlashQwen3ForCausalLM.load_weights`` reads (no embedding or lm_head: vLLM shares
+    the target's). Values are N(0, 0.02) from a fixed seed, norms are ones.
+    """
+    rng = np.random.default_rng(WEIGHTS_SEED)
+    hidden = int(config["hidden_size"])
+    inter = int(config["intermediate_size"])
+    hd = int(config["head_dim"])
+    q = int(config["num_attention_heads"]) * hd
+    kv = int(config["num_key_value_heads"]) * hd
+    n_ctx = len(config["dflash_config"]["target_layer_ids"])
+
+    def normal(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    tensors = {
+        "fc.weight": normal(hidden, n_ctx * hidden),
+        "hidden_norm.weight": np.ones(hidden, np.float32),
+        "norm.weight": np.ones(hidden, np.float32),
+    }
+    for i in range(int(config["num_hidden_layers"])):
+        pre = f"layers.{i}."
+        tensors |= {
+            pre + "input_layernorm.weight": np.ones(hidden, np.float32),
+            pre + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
+            pre + "self_attn.q_proj.weight": normal(q, hidden),
+            pre + "self_attn.k_proj.weight": normal(kv, hidden),
+            pre + "self_attn.v_proj.weight": normal(kv, hidden),
+            pre + "self_attn.o_proj.weight": normal(hidden, q),
+            pre + "self_attn.q_norm.weight": np.ones(hd, np.float32),
+            pre + "self_attn.k_norm.weight": np.ones(hd, np.float32),
+            pre + "mlp.gate_proj.weight": normal(inter, hidden),
+            pre + "mlp.up_proj.weight": normal(inter, hidden),
+            pre + "mlp.down_proj.weight": normal(hidden, inter),
+        }
+    return tensors
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """Write float32 ``tensors`` in the safetensors format (8-byte header length, JSON, data).
+
+    The format is small enough to write by hand, which keeps the ``safetensors``
+    package out of tokenlens' own dependencies.
+    """
+    header: dict[str, Any] = {}
+    offset = 0
+    for name in sorted(tensors):
+        array = tensors[name]
+        size = array.astype("<f4").nbytes
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + size],
+        }
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # data starts 8-byte aligned
+    with path.open("wb") as f:
+        f.write(len(raw).to_bytes(8, "little"))
+        f.write(raw)
+        for name in sorted(tensors):
+            f.write(np.ascontiguousarray(tensors[name], dtype="<f4").tobytes())
 
 
 def is_tiny(name: str | None) -> bool:
@@ -164,6 +255,8 @@ def ensure_tiny(name: str, cache: Path | None = None, progress: Progress = SILEN
         (tmp / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2) + "\n")
         for file in TOKENIZER_FILES:
             shutil.copyfile(source / file, tmp / file)
+        if name in WEIGHTED:
+            write_safetensors(tmp / WEIGHTS_FILE, _dflash_weights(TINY_CONFIGS[name]))
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
         marker = {**_expected_marker(name), "files": files}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
