@@ -66,7 +66,7 @@ def killed(pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) ->
     run = tmp / "run"
     cmd = [sys.executable, "-m", "tokenlens", "trace", "--prompts", str(prompts)]
     cmd += ["--method", "draft_model", "--num-spec", "3", "--max-tokens", "12"]
-    cmd += ["--logprobs", "3", "--out", str(run), "--quiet"]
+    cmd += ["--logprobs", "3", "--concurrency", "1", "--out", str(run), "--quiet"]
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,
