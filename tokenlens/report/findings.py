@@ -304,10 +304,12 @@ def _hypotheses(summary: Mapping[str, Any]) -> list[str]:
         f"analysis' settings: threshold δ = {num(delta, 'pp').lstrip('+')} pp, at least "
         f"{md(settings.get('min_prompts', MISSING))} prompts per language. Each hypothesis "
         "reads one effect and one check, both on judged positions of the same runs; each "
-        "asks whether Japanese is worse by more than δ. *supported*: the effect says yes "
-        "and the check does not say no; *not supported*: the effect says no and the check "
-        "does not say yes; *no Japanese deficit*: Japanese is not worse at all, there is "
-        "nothing to explain; otherwise *inconclusive*.",
+        "asks whether Japanese is worse by more than δ. H1 is *supported* when the effect "
+        "says yes and the check does not say no, *not supported* when the effect says no "
+        "and the check does not say yes. H2 needs both: *supported* only when the effect "
+        "and the check say yes, *not supported* when the check says no, or the effect says "
+        "no and the check does not say yes. *No Japanese deficit*: Japanese is not worse at "
+        "all, there is nothing to explain; otherwise *inconclusive*.",
         "",
     ]
     hyps = summary.get("hypotheses") or {}
