@@ -102,6 +102,7 @@ def trace(cell: Cell, prompts: Path, args: argparse.Namespace) -> tuple[Path, fl
             concurrency=args.concurrency,
             dtype=args.dtype,
             max_model_len=args.max_model_len,
+            allow_capped_output=True,  # small --max-model-len probes vLLM's caps on purpose
             overwrite=True,
         )
     )

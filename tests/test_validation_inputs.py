@@ -191,7 +191,6 @@ def test_too_long_prompt_is_refused_before_the_engine_starts(
 
 
 def test_prompt_length_check_is_exact_at_the_limit(pair: tuple[Path, Path], tmp_path: Path) -> None:
-    """vLLM's rule: prompt + one output token must fit; a shorter room only caps the output."""
     from tokenlens.engine.config import EngineConfig
     from tokenlens.engine.runner import (
         capped_by_model_len,
@@ -207,20 +206,21 @@ def test_prompt_length_check_is_exact_at_the_limit(pair: tuple[Path, Path], tmp_
     n = check_prompt_lengths(EngineConfig(model=str(pair[0])), jobs, 16, tokenizer)["a"]
     # Chat template (system + user turn + generation prompt) around the text's own tokens.
     assert n > len(tokenizer.encode(JA["text"], add_special_tokens=False)) + 10
-    lengths = {"a": n}
-    # Room for all 16 tokens: nothing capped.
     fits = EngineConfig(model=str(pair[0]), max_model_len=n + 16)
-    assert check_prompt_lengths(fits, jobs, 16, tokenizer) == lengths
-    assert capped_by_model_len(lengths, jobs, 16, n + 16) == []
+    assert check_prompt_lengths(fits, jobs, 16, tokenizer) == {"a": n}
+    assert capped_by_model_len({"a": n}, jobs, 16, n + 16) == []
     assert capped_note([], n + 16) is None
-    # Room for one token: accepted, as vLLM accepts it, and reported as capped.
+    short = EngineConfig(model=str(pair[0]), max_model_len=n + 15)
+    with pytest.raises(TokenlensError, match=f"'a' is {n} tokens long.*--allow-capped-output"):
+        check_prompt_lengths(short, jobs, 16, tokenizer)
+    # Opted in: vLLM's own rule only (room for one output token), and the prompt is named.
     one = EngineConfig(model=str(pair[0]), max_model_len=n + 1)
-    assert check_prompt_lengths(one, jobs, 16, tokenizer) == lengths
-    assert capped_by_model_len(lengths, jobs, 16, n + 1) == ["a"]
-    assert "max_model_len" in (capped_note(["a"], n + 1) or "")
-    # No room at all: refused before the engine starts, as vLLM would refuse it after.
-    with pytest.raises(TokenlensError, match=f"'a' is {n} tokens long"):
-        check_prompt_lengths(EngineConfig(model=str(pair[0]), max_model_len=n), jobs, 16, tokenizer)
+    assert check_prompt_lengths(one, jobs, 16, tokenizer, allow_capped=True) == {"a": n}
+    assert capped_by_model_len({"a": n}, jobs, 16, n + 1) == ["a"]
+    assert "'a'" in (capped_note(["a"], n + 1) or "")
+    none = EngineConfig(model=str(pair[0]), max_model_len=n)
+    with pytest.raises(TokenlensError, match=f"it needs {n + 1} > max_model_len {n}"):
+        check_prompt_lengths(none, jobs, 16, tokenizer, allow_capped=True)
 
 
 # -- finding 9 ---------------------------------------------------------------------------------

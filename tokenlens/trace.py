@@ -86,6 +86,8 @@ class TraceConfig:
     limit: int | None = None
     # Upper bound on every prompt's max_tokens (None: prompts' own, else sampling's).
     cap_tokens: int | None = None
+    # Trace prompts whose output max_model_len stops before max_tokens (one warning).
+    allow_capped_output: bool = False
     overwrite: bool = False
     chat: bool = True
     cache: Path | None = None
@@ -344,7 +346,9 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     capture_dir = config.out / CAPTURE
     engine_config = replace(build_engine_config(config, progress), trace_dir=str(capture_dir))
     progress.stage("check prompt lengths")
-    lengths = check_prompt_lengths(engine_config, jobs, config.sampling.max_tokens)
+    lengths = check_prompt_lengths(
+        engine_config, jobs, config.sampling.max_tokens, allow_capped=config.allow_capped_output
+    )
     note = capped_note(
         capped_by_model_len(lengths, jobs, config.sampling.max_tokens, engine_config.max_model_len),
         engine_config.max_model_len,
@@ -511,7 +515,12 @@ def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
             )
         engine_config = replace(build_engine_config(config, progress), trace_dir=str(attempt))
         progress.stage("check prompt lengths")
-        check_prompt_lengths(engine_config, missing, config.sampling.max_tokens)
+        check_prompt_lengths(
+            engine_config,
+            missing,
+            config.sampling.max_tokens,
+            allow_capped=config.allow_capped_output,
+        )
         engine = Engine(engine_config, log_path=run / "engine.log", progress=progress)
         result = _generate(
             engine,

@@ -132,6 +132,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--cap-tokens", type=positive_int, help="upper bound on every prompt's max_tokens"
     )
+    p.add_argument(
+        "--allow-capped-output",
+        action="store_true",
+        help="trace prompts too long to reach their max_tokens within --max-model-len "
+        "(vLLM stops their output there; one warning names them) instead of refusing them",
+    )
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
@@ -253,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
         langs=tuple(args.lang) if args.lang else None,
         limit=args.limit,
         cap_tokens=args.cap_tokens,
+        allow_capped_output=args.allow_capped_output,
         overwrite=args.overwrite,
         chat=not args.no_chat,
         cache=args.cache,

@@ -83,19 +83,24 @@ def load_hf_tokenizer(name: str) -> Any:
 
 
 def check_prompt_lengths(
-    config: EngineConfig, jobs: list[PromptJob], default_max_tokens: int, tokenizer: Any = None
+    config: EngineConfig,
+    jobs: list[PromptJob],
+    default_max_tokens: int,
+    tokenizer: Any = None,
+    allow_capped: bool = False,
 ) -> dict[str, int]:
-    """Refuse, naming the prompt, any job that vLLM would refuse for its length.
+    """Refuse, naming the prompt, any job that cannot fit ``max_model_len`` with its output.
 
     Each prompt is rendered exactly as the worker renders it
-    (:func:`tokenlens.engine.worker.render_prompt`) with the target's tokenizer. vLLM's
-    rule (``InputProcessor._validate_model_input``) is that the prompt plus at least
-    one output token must fit ``max_model_len``; it finds a violation only after the
-    engine start (a minute here, six for a 2 MB prompt) and fails the whole run. A
-    prompt that fits but leaves less than its ``max_tokens`` is legal: vLLM stops its
-    output at ``max_model_len`` (finish reason ``length``), and replay must reproduce
-    exactly that, so it is reported by :func:`capped_by_model_len`, not refused.
-    Returns the prompt length of every job.
+    (:func:`tokenlens.engine.worker.render_prompt`) with the target's tokenizer and
+    must leave room for its ``max_tokens``: ``prompt tokens + max_tokens <=
+    max_model_len``. vLLM would find a prompt too long for even one output token only
+    after the engine start (a minute here, six for a 2 MB prompt) and fail the whole
+    run. A prompt that fits but leaves less than its ``max_tokens`` is legal for vLLM,
+    which stops its output at ``max_model_len``; it is refused too, because a study
+    whose outputs are cut by the context rather than by ``max_tokens`` is rarely what
+    was meant, unless ``allow_capped`` (``trace --allow-capped-output``) says it is
+    (replay's tests probe exactly that edge). Returns the prompt length of every job.
     """
     from tokenlens.engine.worker import render_prompt
 
@@ -104,6 +109,7 @@ def check_prompt_lengths(
     limit = config.max_model_len
     lengths: dict[str, int] = {}
     for job in jobs:
+        max_tokens = job.max_tokens or default_max_tokens
         try:
             n = len(render_prompt(tokenizer, job, config.chat_template_kwargs))
         except Exception as exc:
@@ -111,11 +117,18 @@ def check_prompt_lengths(
             raise TokenlensError(
                 f"prompt {job.prompt_id!r}: the model's chat template failed: {detail}"
             ) from None
-        if n + 1 > limit:
+        if n + 1 > limit:  # vLLM's own rule (InputProcessor._validate_model_input)
             raise TokenlensError(
                 f"prompt {job.prompt_id!r} is {n} tokens long (chat template included); "
                 f"with at least one output token it needs {n + 1} > max_model_len "
                 f"{limit}: shorten it or raise --max-model-len"
+            )
+        if n + max_tokens > limit and not allow_capped:
+            raise TokenlensError(
+                f"prompt {job.prompt_id!r} is {n} tokens long (chat template included); "
+                f"with max_tokens {max_tokens} it needs {n + max_tokens} > max_model_len "
+                f"{limit}: shorten it, lower its max_tokens, raise --max-model-len, or "
+                "give --allow-capped-output to let vLLM stop its output at max_model_len"
             )
         lengths[job.prompt_id] = n
     return lengths
