@@ -181,6 +181,7 @@ class DemoResult:
     traces: list[Path] = field(default_factory=list)  # traced runs (runs: analysed ones)
     stages: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
     note: str | None = None  # smoke_note(size)
+    checks: list[dict[str, Any]] = field(default_factory=list)  # replay_check per trace
 
 
 def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
@@ -268,10 +269,20 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
                 shutil.rmtree(extra / name, ignore_errors=True)
                 (config.out / "runs" / name).replace(extra / name)
         lap("replay")
+    checks = []
+    if size.replay is not None:
+        by_name = {p.name: p for p in runs}
+        for path in traces.values():
+            if path.name in by_name:  # a trace and the replay of the same method and k
+                checks.append(replay_check(path, by_name[path.name]))
+        (config.out / "replay").mkdir(parents=True, exist_ok=True)
+        (config.out / "replay" / "check.json").write_text(
+            json.dumps(checks, indent=1) + "\n", encoding="utf-8"
+        )
     note = smoke_note(config.size)
     summary = config.out / "summary.md"
     summary.write_text(
-        summary_markdown(runs, list(traces.values()) if size.replay else [], note),
+        summary_markdown(runs, list(traces.values()) if size.replay else [], note, checks),
         encoding="utf-8",
     )
     analysis = run_analyze(
@@ -313,6 +324,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         traces=list(traces.values()),
         stages=stages,
         note=note,
+        checks=checks,
     )
 
 
@@ -322,6 +334,70 @@ def with_note(markdown: str, note: str | None) -> str:
         return markdown
     head, sep, rest = markdown.partition("\n")
     return f"{head}{sep}\n> **Smoke-sized.** {note}\n{rest}"
+
+
+def replay_check(traced: Path, replayed: Path) -> dict[str, Any]:
+    """A real trace against the replayed run of the same method and k, row for row.
+
+    ``equal_rows``: all seven event columns equal (:func:`tokenlens.replay.compare.
+    compare_runs`). ``equal_judged``: equal where the replay knows the draft: a replay
+    without branch drafts writes -1 for the drafts after a step's first rejection
+    (never judged by the target, read by no analysis), which a real trace shows.
+    """
+    from tokenlens.replay.compare import KEY, compare_runs
+
+    a, b = read_run(traced), read_run(replayed)
+    agreement = compare_runs(a, b)
+    assert a.events is not None and b.events is not None
+    ta = a.events.to_pandas()
+    tb = b.events.to_pandas()
+    both = ta.merge(tb, on=list(KEY), how="inner", suffixes=("_t", "_r"))
+    same = both["draft_token_id_r"].eq(-1) | both["draft_token_id_t"].eq(both["draft_token_id_r"])
+    for column in ("accepted", "emitted_token_id", "output_index"):
+        t, r = both[f"{column}_t"], both[f"{column}_r"]
+        same &= t.eq(r).fillna(False).astype(bool) | (t.isna() & r.isna())
+    rates = {}
+    for name, run in (("traced", a), ("replayed", b)):
+        m = run.metrics
+        rates[name] = m.acceptance_rate
+    return {
+        "traced": traced.name,
+        "replayed": replayed.name,
+        "requests": agreement.requests,
+        "rows_traced": agreement.rows_traced,
+        "rows_replayed": agreement.rows_replayed,
+        "equal_rows": agreement.equal_rows,
+        "equal_judged": int(same.sum()),
+        "unknown_drafts": int(both["draft_token_id_r"].eq(-1).sum()),
+        "differing_requests": [d.request_id for d in agreement.differing],
+        "acceptance_traced": rates["traced"],
+        "acceptance_replayed": rates["replayed"],
+    }
+
+
+def check_markdown(checks: Sequence[dict[str, Any]]) -> list[str]:
+    """The replay-vs-trace table of summary.md."""
+    if not checks:
+        return []
+    lines = [
+        "Replay against the real traces (same method and k, row for row; docs/replay.md):",
+        "",
+        "| trace | replayed run | requests | event rows traced | rows replayed "
+        "| equal rows | equal where the replay knows the draft | drafts the replay left -1 "
+        "| acceptance traced | acceptance replayed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in checks:
+        rate = [
+            f"{x:.4f}" if x is not None else "–"
+            for x in (c["acceptance_traced"], c["acceptance_replayed"])
+        ]
+        lines.append(
+            f"| {c['traced']} | {c['replayed']} | {c['requests']} | {c['rows_traced']} | "
+            f"{c['rows_replayed']} | {c['equal_rows']} | {c['equal_judged']} | "
+            f"{c['unknown_drafts']} | {rate[0]} | {rate[1]} |"
+        )
+    return [*lines, ""]
 
 
 def _run_rows(paths: Sequence[Path]) -> tuple[list[str], list[str]]:
@@ -348,7 +424,12 @@ HEADER = [
 ]
 
 
-def summary_markdown(runs: list[Path], traces: Sequence[Path] = (), note: str | None = None) -> str:
+def summary_markdown(
+    runs: list[Path],
+    traces: Sequence[Path] = (),
+    note: str | None = None,
+    checks: Sequence[dict[str, Any]] = (),
+) -> str:
     """A table of the counters per run, with the signature of each run.
 
     With ``traces`` (the full size), ``runs`` are replayed (counters derived from the
@@ -365,4 +446,6 @@ def summary_markdown(runs: list[Path], traces: Sequence[Path] = (), note: str | 
         more, sigs = _run_rows(traces)
         lines += ["", "Real traces (vLLM's counters):", "", *HEADER, *more]
         signatures += sigs
+    if checks:
+        lines += ["", *check_markdown(checks)]
     return "\n".join([*lines, "", "Signatures:", "", *signatures, ""])

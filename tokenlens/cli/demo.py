@@ -115,6 +115,15 @@ def run(args: argparse.Namespace) -> int:
     for path in result.traces:
         if path not in result.runs:
             say(f"trace:    {path}")
+    for c in result.checks:
+        say(
+            f"replay check {c['replayed']}: {c['equal_judged']}/{c['rows_traced']} event rows "
+            f"equal ({c['equal_rows']} in all columns; the rest are drafts after a rejection "
+            "that the replay leaves -1)"
+            if c["equal_judged"] == c["rows_traced"] == c["rows_replayed"]
+            else f"replay check {c['replayed']}: {c['equal_judged']} of {c['rows_traced']} "
+            f"traced event rows equal ({c['rows_replayed']} replayed; docs/replay.md)"
+        )
     say(f"wall:     {result.stages.get('total', 0):.0f} s")
     for name, verdict in result.verdicts.items():
         say(f"{name}: {verdict}")
