@@ -81,3 +81,13 @@ def test_summary_markdown_separates_replayed_runs_from_traces() -> None:
     assert "Real traces" not in summary_markdown([], [])
     text = summary_markdown([], [], "note")
     assert "> **Smoke-sized.** note" in text
+
+
+def test_index_shows_the_smoke_note(tmp_path: Path) -> None:
+    from tokenlens.report.index import write_index
+
+    note = smoke_note(DEFAULT_SIZE)
+    assert note is not None
+    page = write_index(tmp_path, None, None, [], None, note=note).read_text("utf-8")
+    assert "Smoke-sized." in page and full_command() in page
+    assert "Smoke-sized." not in write_index(tmp_path, None, None, [], None).read_text("utf-8")
