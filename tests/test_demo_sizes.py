@@ -91,3 +91,33 @@ def test_index_shows_the_smoke_note(tmp_path: Path) -> None:
     page = write_index(tmp_path, None, None, [], None, note=note).read_text("utf-8")
     assert "Smoke-sized." in page and full_command() in page
     assert "Smoke-sized." not in write_index(tmp_path, None, None, [], None).read_text("utf-8")
+
+
+def test_reuse_keeps_only_a_complete_trace_with_the_same_signature(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tokenlens.demo import reusable
+    from tokenlens.engine.config import SamplingConfig
+    from tokenlens.prompts import read_prompts
+    from tokenlens.trace import TraceConfig, manifest_for
+
+    prompts = study_prompts(ALL_CORPORA, tmp_path / "prompts.jsonl", 128)
+    trace = TraceConfig(
+        prompts=prompts,
+        out=tmp_path / "dm3",
+        method="draft_model",
+        num_spec=3,
+        sampling=SamplingConfig(max_tokens=256, logprobs=10),
+        dtype="float32",
+        cap_tokens=128,
+    )
+    assert not reusable(trace)  # nothing there
+    trace.out.mkdir()
+    signature = manifest_for(trace, read_prompts(prompts), "0.32.0")["signature"]
+    manifest = {"status": "complete", "signature": signature, "vllm_version": "0.32.0"}
+    (trace.out / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    assert reusable(trace)
+    assert not reusable(replace(trace, num_spec=2))
+    assert not reusable(replace(trace, cap_tokens=64))
+    (trace.out / "manifest.json").write_text(json.dumps({**manifest, "status": "partial"}))
+    assert not reusable(trace)

@@ -165,6 +165,9 @@ class DemoConfig:
     max_tokens: int | None = None
     cache: Path | None = None
     overwrite: bool = True
+    # Keep a complete trace already under out/ whose signature is the one this study
+    # would write (an interrupted study continues from its finished traces).
+    reuse: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -240,6 +243,11 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
             cache=config.cache,
             argv=config.argv,
         )
+        if config.reuse and reusable(trace):
+            progress.note(f"reusing the complete trace {trace.out} (same signature)")
+            traces[name] = trace.out
+            lap(f"trace {name} (reused)")
+            continue
         traces[name] = run_trace(trace, progress)
         lap(f"trace {name}")
     runs = list(traces.values())
@@ -326,6 +334,22 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         note=note,
         checks=checks,
     )
+
+
+def reusable(trace: TraceConfig) -> bool:
+    """Whether ``trace.out`` holds a complete run with the signature ``trace`` would write."""
+    from tokenlens.prompts import read_prompts
+    from tokenlens.trace import manifest_for, select_prompts
+
+    try:
+        manifest = json.loads((trace.out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(manifest, dict) or manifest.get("status") != "complete":
+        return False
+    prompts = select_prompts(read_prompts(trace.prompts), trace.langs, trace.limit)
+    expected = manifest_for(trace, prompts, str(manifest.get("vllm_version")))
+    return bool(expected["signature"] == manifest.get("signature"))
 
 
 def with_note(markdown: str, note: str | None) -> str:

@@ -83,6 +83,12 @@ def register(sub: Any) -> None:
         help="upper bound on every prompt's max_tokens (full: every prompt's, default 128)",
     )
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep complete traces already under --out with the same signature "
+        "(continue an interrupted study)",
+    )
     add_progress_flag(p)
     p.set_defaults(handler=run)
 
@@ -98,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         limit=args.limit,
         max_tokens=args.max_tokens,
         cache=args.cache,
+        reuse=args.reuse,
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
     progress = progress_for(args)
