@@ -11,7 +11,8 @@
 #   tokenlens analyze reports/demo/runs/* --bench reports/demo/bench --out DIR
 # reproduces the committed analysis; weights, capture step files and vLLM logs stay out.
 # The full size also has traces/ (the real traces: the replay's source and its check;
-# same four files), wall.json (seconds per stage) and prompts.jsonl (what was traced);
+# same four files), wall.json (seconds per stage), prompts.jsonl (what was traced) and
+# replay/check.json (the replay against the traces);
 # its tokens.parquet and the replay's predictions.parquet stay out (large, derived).
 #
 # Environment: TOKENLENS_DEMO_SCRATCH (where the demo writes; default a new temporary
@@ -35,7 +36,7 @@ copy() {  # copy paths relative to the scratch directory, keeping their layout
     cp -r "$scratch/$rel" "$dest/$rel"
   done
 }
-copy index.html FINDINGS.md summary.md wall.json prompts.jsonl
+copy index.html FINDINGS.md summary.md wall.json prompts.jsonl replay/check.json
 copy bench/report.html bench/results.md bench/results.csv bench/bench.json bench/plan.toml
 copy analysis/report.html analysis/summary.json analysis/tables.md
 for d in bench/charts analysis/charts; do

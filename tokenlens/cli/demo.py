@@ -36,7 +36,9 @@ Sizes (wall time measured on 2 CPU cores, models cached):
           output capped at 128 tokens (--max-tokens), one real draft-model k=3 trace,
           replays of draft model and n-gram at k=1..5 from it (tokenlens replay; the
           analysis reads these 10 runs), one real n-gram k=3 trace checking the replay
-          row for row (--no-check-trace skips it, ~18 min less); no bench (~40 min)
+          row for row (--no-check-trace skips it); no bench. 40-90 min: measured
+          39 min once and 46 min for the draft-model trace alone on a busier evening
+          (docs/study.md)
 
 examples:
   tokenlens demo                              -> out/demo/index.html
