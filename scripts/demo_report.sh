@@ -2,6 +2,7 @@
 # Regenerate the committed sample report reports/demo/ from a fresh `tokenlens demo`.
 #
 #   bash scripts/demo_report.sh [--size medium]     (extra options go to tokenlens demo)
+#   bash scripts/study_report.sh                    (the full study into reports/full/)
 #
 # Runs the demo into a scratch directory (models cached under ~/.cache/tokenlens), then
 # copies what a reader needs (HTML reports, Markdown, summary.json, results.csv,
@@ -9,6 +10,10 @@
 # metrics, requests.parquet and events.parquet (small), so that
 #   tokenlens analyze reports/demo/runs/* --bench reports/demo/bench --out DIR
 # reproduces the committed analysis; weights, capture step files and vLLM logs stay out.
+# The full size also has traces/ (the real traces: the replay's source and its check;
+# same four files), wall.json (seconds per stage), prompts.jsonl (what was traced) and
+# replay/check.json (the replay against the traces);
+# its tokens.parquet and the replay's predictions.parquet stay out (large, derived).
 #
 # Environment: TOKENLENS_DEMO_SCRATCH (where the demo writes; default a new temporary
 # directory), TOKENLENS_DEMO_REUSE=1 (copy an existing demo output in the scratch
@@ -31,7 +36,7 @@ copy() {  # copy paths relative to the scratch directory, keeping their layout
     cp -r "$scratch/$rel" "$dest/$rel"
   done
 }
-copy index.html FINDINGS.md summary.md
+copy index.html FINDINGS.md summary.md wall.json prompts.jsonl replay/check.json
 copy bench/report.html bench/results.md bench/results.csv bench/bench.json bench/plan.toml
 copy analysis/report.html analysis/summary.json analysis/tables.md
 for d in bench/charts analysis/charts; do
@@ -40,13 +45,14 @@ for d in bench/charts analysis/charts; do
     cp "$scratch/$d"/*.svg "$dest/$d/"
   fi
 done
-if [ -d "$scratch/runs" ]; then
-  for run in "$scratch"/runs/*/; do
+for top in runs traces; do
+  [ -d "$scratch/$top" ] || continue
+  for run in "$scratch/$top"/*/; do
     name=$(basename "$run")
     for file in manifest.json metrics.json requests.parquet events.parquet; do
-      copy "runs/$name/$file"
+      copy "$top/$name/$file"
     done
   done
-fi
+done
 du -sh "$dest"
 echo "sample report: $dest/index.html (from $scratch)"

@@ -72,6 +72,9 @@ def test_demo_small(pair: tuple[Path, Path], tmp_path: Path) -> None:
         assert f'href="{target}' in index and (out / target).is_file()
     # FINDINGS.md quotes the analysis: its acceptance rates and its verdicts.
     findings = (out / "FINDINGS.md").read_text(encoding="utf-8")
+    # A smoke-sized study says so, with the command of the full one, everywhere.
+    for text in (proc.stdout, findings, index, (out / "summary.md").read_text("utf-8")):
+        assert "smoke-sized" in text.lower() and "tokenlens demo --size full" in text
     for lang in ("ja", "en"):
         assert num(summary["acceptance"][lang]["rate"], "rate") in findings
     # Too few prompts for any verdict: both hypotheses say so, in every output.

@@ -13,7 +13,7 @@ from tokenlens.engine.results import GeneratedRequest, SpecCounters, TokenLogpro
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import MANIFEST_KEYS, RunWriter, read_run, requests_table
 
-MANIFEST = {k: "x" for k in MANIFEST_KEYS if k != "status"} | {"argv": [], "speculative": {}}
+MANIFEST: dict[str, object] = {k: "x" for k in MANIFEST_KEYS if k != "status"} | {"argv": [], "speculative": {}}
 
 
 def make_run(path: Path) -> RunWriter:
@@ -86,3 +86,35 @@ def test_counter_difference() -> None:
     assert (after - before).acceptance_rate == pytest.approx(6 / 9)
     assert (after - before).mean_acceptance_length == pytest.approx(1 + 6 / 3)
     assert SpecCounters().acceptance_rate is None
+
+
+class _Bytes:
+    """A vocabulary reduced to what output_mismatch reads: bytes per id, no specials."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = pieces
+        self.size = len(pieces)
+
+    def is_special(self, ids: list[int]) -> list[bool]:
+        return [False for _ in ids]
+
+    def pieces(self, ids: list[int]) -> list[bytes]:
+        return [self._pieces[i] for i in ids]
+
+
+def test_output_mismatch_tolerates_held_back_tokens() -> None:
+    """vLLM's detokenizer holds back whole tokens after the last whole character.
+
+    Found on a 128-token trace of the full demo: the last token completed one character
+    and started the next, and output_text lacked both, not only the cut one.
+    """
+    from tokenlens.rundir import output_mismatch
+
+    no = "の".encode()
+    ja = "日".encode()  # 3 bytes: the last token carries its first byte
+    vocab = _Bytes([b"ab", no[:2], no[2:] + ja[:1], ja[1:]])
+    assert output_mismatch(vocab, [0, 1, 2], "ab") is None  # held back with its token
+    assert output_mismatch(vocab, [0, 1, 2], "abの") is None  # only the cut byte dropped
+    assert output_mismatch(vocab, [0, 1, 2, 3], "abの日") is None
+    assert output_mismatch(vocab, [0, 1, 2, 3], "ab") is not None  # whole text: no hold
+    assert output_mismatch(vocab, [0, 1, 2], "a") is not None

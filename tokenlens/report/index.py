@@ -61,12 +61,15 @@ def write_index(
     runs: Sequence[Path],
     findings: Path | None,
     extra_markdown: Sequence[Path] = (),
+    note: str | None = None,
 ) -> Path:
-    """Write ``out/index.html`` for the given parts (None: not run) and return its path."""
+    """Write ``out/index.html`` for the given parts (None: not run) and return its path.
+
+    ``note``: a line shown under the title (the demo's smoke-size note)."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / INDEX
     path.write_text(
-        index_html(out, bench_dir, analysis_dir, runs, findings, extra_markdown), "utf-8"
+        index_html(out, bench_dir, analysis_dir, runs, findings, extra_markdown, note), "utf-8"
     )
     return path
 
@@ -78,6 +81,7 @@ def index_html(
     runs: Sequence[Path],
     findings: Path | None,
     extra_markdown: Sequence[Path] = (),
+    note: str | None = None,
 ) -> str:
     """The page's text (links relative to ``out``)."""
     bench = _read_bench(bench_dir)
@@ -88,6 +92,7 @@ def index_html(
     return render(
         TEMPLATE,
         policy=POLICY,
+        note=note,
         css=Markup(static("report.css") + static("index.css")),
         analysis_problem=_problem(analysis),
         bench_problem=_problem(bench),

@@ -1,0 +1,78 @@
+"""The committed full study (reports/full/) agrees with itself: summary.json, FINDINGS,
+summary.md and the committed run directories (no vLLM, reads files only)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenlens.demo import FULL_SIZE, SIZES
+from tokenlens.rundir import read_run
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL = ROOT / "reports" / "full"
+MIN_PROMPTS = 30
+
+pytestmark = pytest.mark.skipif(not FULL.is_dir(), reason="reports/full/ not committed")
+
+
+def summary() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FULL / "analysis" / "summary.json").read_text("utf-8"))
+    return data
+
+
+def test_prompts_and_runs_are_the_full_size() -> None:
+    s = summary()
+    assert s["prompts"]["ja"] >= MIN_PROMPTS and s["prompts"]["en"] >= MIN_PROMPTS
+    size = SIZES[FULL_SIZE]
+    assert size.replay is not None
+    cells = {(r["method"], r["k"]) for r in s["runs"]}
+    assert cells == {(m, k) for m in size.replay.methods for k in size.replay.ks}
+    assert all(r["replayed"] for r in s["runs"])
+    committed = sorted(p.name for p in (FULL / "runs").iterdir() if p.is_dir())
+    assert sorted(r["label"] for r in s["runs"]) == committed
+    for name in committed:
+        run = read_run(FULL / "runs" / name)
+        assert run.manifest["status"] == "complete"
+        assert f"max{size.cap}" in run.manifest["signature"]
+        assert run.requests.num_rows == s["prompts"]["ja"] + s["prompts"]["en"]
+
+
+def test_per_run_acceptance_matches_the_committed_events() -> None:
+    """summary.json's per-run counts are the committed runs' derived counters."""
+    for r in summary()["runs"]:
+        metrics = read_run(FULL / "runs" / r["label"]).metrics
+        acc = r["acceptance"]
+        assert sum(acc[lang]["n"] for lang in acc) == metrics.num_draft_tokens
+        assert sum(acc[lang]["accepted"] for lang in acc) == metrics.num_accepted_tokens
+        assert r["signature"] == read_run(FULL / "runs" / r["label"]).manifest["signature"]
+
+
+def test_replay_equals_the_real_traces() -> None:
+    """The check traces' acceptance equals the replayed runs' of the same method and k."""
+    checks = json.loads((FULL / "replay" / "check.json").read_text("utf-8"))
+    assert {c["traced"] for c in checks} >= {"draft_model-k3"}
+    for c in checks:
+        traced = read_run(FULL / "traces" / c["traced"]).metrics
+        replayed = read_run(FULL / "runs" / c["replayed"]).metrics
+        assert c["rows_traced"] == traced.num_draft_tokens
+        assert c["rows_replayed"] == replayed.num_draft_tokens
+        assert c["acceptance_traced"] == pytest.approx(traced.acceptance_rate)
+        assert c["acceptance_replayed"] == pytest.approx(replayed.acceptance_rate)
+
+
+def test_findings_give_the_summary_verdicts() -> None:
+    s = summary()
+    findings = (FULL / "FINDINGS.md").read_text("utf-8")
+    for key, h in s["hypotheses"].items():
+        shown = h["verdict"].replace("_", " ")
+        assert re.search(rf"^- {key} \(.*\): \*\*{shown}\*\*", findings, re.M), key
+    ja, en = s["prompts"]["ja"], s["prompts"]["en"]
+    assert f"Prompts: {ja} Japanese, {en} English" in findings
+    assert "Smoke-sized" not in findings
+    for name in ("index.html", "summary.md", "wall.json", "analysis/report.html"):
+        assert (FULL / name).is_file(), name
