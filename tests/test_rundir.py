@@ -13,7 +13,10 @@ from tokenlens.engine.results import GeneratedRequest, SpecCounters, TokenLogpro
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import MANIFEST_KEYS, RunWriter, read_run, requests_table
 
-MANIFEST: dict[str, object] = {k: "x" for k in MANIFEST_KEYS if k != "status"} | {"argv": [], "speculative": {}}
+MANIFEST: dict[str, object] = {k: "x" for k in MANIFEST_KEYS if k != "status"} | {
+    "argv": [],
+    "speculative": {},
+}
 
 
 def make_run(path: Path) -> RunWriter:
