@@ -16,15 +16,21 @@ probability and compares acceptance rates by bin; the test bed instead generates
   ``p = ceiling * q ** power`` (not logistic), raised to ``exp(-(language effect +
   prompt effect + request effect + topic loading))`` and thresholded with an AR(1)
   Gaussian copula, so agreement runs in streaks inside a request. The prompt effect
-  is shared by every run of the study (partly across drafters too), the request
-  effect is drawn per run. H2 is a negative language effect for Japanese on the
-  trained drafter only;
+  is shared by every run of the study (partly across drafters too, and partly by the
+  two prompts of a JA/EN translation pair: ``pair_share`` is the correlation of the
+  two, measured at 0.5-0.6 on the real study), the request effect is drawn per run.
+  H2 is a negative language effect for Japanese on the trained drafter only;
 - n-gram drafting offers a draft only where its lookup matches (``offer``), as vLLM's
   n-gram proposer does.
 
-Parameters were calibrated to real traces of the embedded Qwen2.5-Coder pair (see
-:mod:`tokenlens.testing.calibration` for the figures) and the planted effects to
-about -10 pp of the estimand they should move (see :mod:`tokenlens.testing.truth`).
+Parameters were calibrated to the committed verdict-grade study of the embedded
+Qwen2.5-Coder pair (60 JA/EN pairs, 128-token outputs; see
+:mod:`tokenlens.testing.calibration` for the figures, including the spread of
+acceptance at equal confidence and its correlation within translation pairs, which
+set the precision of every within-confidence gap) and the planted effects to about
+-10 pp of the estimand they should move (see :mod:`tokenlens.testing.truth`). The
+default study design is that study's: up to 128 output tokens, 12% of requests
+stopping earlier.
 """
 
 from __future__ import annotations
@@ -70,8 +76,8 @@ class Confidence:
     ja_offset: float = 0.0
     floor: float = -0.8
     pair_sd: float = 0.6
-    prompt_sd: float = 0.9
-    noise_sd: float = 4.0
+    prompt_sd: float = 1.6
+    noise_sd: float = 3.0
     ar_share: float = 0.4
     ar_rho: float = 0.65
 
@@ -87,6 +93,7 @@ class Drafter:
     effect_sd: float = 0.0
     prompt_sd: float = 0.5
     shared: float = 0.5
+    pair_share: float = 0.0
     request_sd: float = 0.15
     topic_load: float = 0.0
     rho: float = 0.5
@@ -103,16 +110,26 @@ class Drafter:
         return self.method in {"ngram", "suffix"}
 
 
-MEASURED_TEXT = Confidence(weights=MEASURED_WEIGHTS, intercept=7.0, ja_strength=1.0, ja_offset=1.3)
+MEASURED_TEXT = Confidence(weights=MEASURED_WEIGHTS, intercept=7.0, ja_strength=1.0, ja_offset=1.0)
 """The target as measured: Japanese more predictable, by more than its tokens explain."""
 
-TRAINED = Drafter("draft_model", ceiling=0.995, power=0.7)
+TRAINED = Drafter(
+    "draft_model",
+    ceiling=0.995,
+    power=0.7,
+    prompt_sd=0.3,
+    pair_share=0.9,
+    request_sd=0.05,
+    rho=0.2,
+)
 NGRAM = Drafter(
     "ngram",
-    ceiling=0.6,
+    ceiling=0.68,
     power=3.5,
-    prompt_sd=0.45,
-    offer=0.49,
+    prompt_sd=0.65,
+    pair_share=0.9,
+    rho=0.7,
+    offer=0.55,
     offer_prompt_sd=0.3,
     offer_rho=0.5,
 )
@@ -127,8 +144,8 @@ class Scenario:
     confidence: Confidence = Confidence()
     drafters: tuple[Drafter, ...] = (TRAINED, NGRAM)
     k: int = 3
-    max_tokens: int = 96
-    stop_share: float = 0.45
+    max_tokens: int = 128
+    stop_share: float = 0.12
     min_tokens: int = 30
     h1: bool | None = False
     h2: bool | None = False
@@ -151,11 +168,13 @@ class Scenario:
         return replace(self, confidence=replace(self.confidence, **changes))  # type: ignore[arg-type]
 
 
-H1_STRENGTH = 1.12
+H1_STRENGTH = 1.2
 H2_EFFECT = -0.62
 H2_EFFECT_SD = 0.3
-NGRAM_JA_COPY = 1.4
-NGRAM_JA_COPY_SD = 0.8
+NGRAM_JA_COPY = 0.9
+NGRAM_JA_COPY_SD = 0.5
+# The full study: the drafter about 1 pp worse on Japanese at equal confidence.
+MEASURED_JA_TRAINED = -0.08
 SHARED_JA_TRAINED = -0.37  # both about -6 pp within-confidence
 SHARED_JA_FREE = -0.265
 
@@ -220,7 +239,10 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "as measured on the Qwen2.5-Coder pair: Japanese more predictable and "
                 "n-gram copying more on Japanese",
                 confidence=MEASURED_TEXT,
-                drafters=(TRAINED, _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)),
+                drafters=(
+                    _h2(TRAINED, MEASURED_JA_TRAINED),
+                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
+                ),
                 h1=None,
                 h2=False,
             ),

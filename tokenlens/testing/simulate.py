@@ -152,7 +152,10 @@ def simulate_study(
     width = sc.max_tokens + max(s.k for s in specs) + 1
     text = _text(sc, n_pairs, width, np.random.default_rng(children[_TEXT]))
     conf = _confidence(sc.confidence, text, np.random.default_rng(children[_CONF]))
-    common = np.random.default_rng(children[_COMMON]).standard_normal(len(text.langs))
+    common_rng = np.random.default_rng(children[_COMMON])
+    common = common_rng.standard_normal(len(text.langs))
+    n_pairs = int(text.pair_index.max()) + 1 if len(text.langs) else 0
+    common_pair = common_rng.standard_normal(n_pairs)[text.pair_index]
     drafter_index = {d.method: j for j, d in enumerate(sc.drafters)}
     prompt_effects: dict[str, tuple[F64, F64, F64]] = {}
     for d in sc.drafters:
@@ -160,7 +163,12 @@ def simulate_study(
         own = g.standard_normal(len(text.langs))
         offer_u = g.standard_normal(len(text.langs))
         slope = g.standard_normal(len(text.langs))
-        v = d.prompt_sd * (np.sqrt(d.shared) * common + np.sqrt(1 - d.shared) * own)
+        own_pair = g.standard_normal(n_pairs)[text.pair_index]
+        # The translation pair's part (correlation pair_share between its two prompts),
+        # shared across drafters as much as the prompt's own part is.
+        mixed = np.sqrt(d.shared) * common + np.sqrt(1 - d.shared) * own
+        mixed_pair = np.sqrt(d.shared) * common_pair + np.sqrt(1 - d.shared) * own_pair
+        v = d.prompt_sd * (np.sqrt(d.pair_share) * mixed_pair + np.sqrt(1 - d.pair_share) * mixed)
         prompt_effects[d.method] = (v, offer_u, slope)
     sim_runs = []
     for i, spec in enumerate(specs):
