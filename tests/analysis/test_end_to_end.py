@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import assert_one_line_error, cli
 from tokenlens.analysis import AnalyzeConfig, run_analyze
-from tokenlens.cli import OneLineParser
 from tokenlens.cli import analyze as analyze_cli
 from tokenlens.errors import TokenlensError
 from tokenlens.testing import SCENARIOS, Study, simulate_study, write_study
@@ -31,19 +31,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Study, list[Path]]:
     root = tmp_path_factory.mktemp("sim")
     study = simulate_study(SCENARIOS["h1_h2"], N_PAIRS, seed=1)
     return study, write_study(study, root)
-
-
-def _cli(argv: list[str]) -> int:
-    """The root CLI's error handling around the analyze subcommand."""
-    parser = OneLineParser(prog="tokenlens")
-    analyze_cli.register(parser.add_subparsers(parser_class=OneLineParser))
-    args = parser.parse_args(argv)
-    try:
-        result: int = args.handler(args)
-    except TokenlensError as exc:
-        print(f"tokenlens: error: {exc}")
-        return 2
-    return result
 
 
 def test_join_classifies_the_planted_classes(
@@ -88,12 +75,10 @@ def test_file_and_in_memory_paths_agree(runs: tuple[Study, list[Path]], tmp_path
         assert on_disk["acceptance"][lang]["rate"] == in_memory["acceptance"][lang]["rate"]
 
 
-def test_cli_writes_outputs(
-    runs: tuple[Study, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_writes_outputs(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
     _, paths = runs
     out = tmp_path / "out"
-    code = _cli(
+    code, stdout, stderr = cli(
         [
             "analyze",
             *map(str, paths),
@@ -106,7 +91,7 @@ def test_cli_writes_outputs(
             "--quiet",
         ]
     )
-    assert code == 0
+    assert code == 0, stderr
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert set(summary["hypotheses"]) == {"H1", "H2"}
     for key in ("acceptance", "by_script", "by_pos", "by_position"):
@@ -115,7 +100,7 @@ def test_cli_writes_outputs(
                 assert {"rate", "ci_low", "ci_high", "n"} <= set(entry)
     assert "bootstrap:50,seed3" in summary["signature"]
     assert (out / "tokens.parquet").is_file() and (out / "tables.md").is_file()
-    assert "H1:" in capsys.readouterr().out
+    assert "H1:" in stdout
 
 
 def test_same_seed_same_numbers(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
@@ -127,20 +112,24 @@ def test_same_seed_same_numbers(runs: tuple[Study, list[Path]], tmp_path: Path) 
     assert a.summary["acceptance"]["ja"]["ci_low"] != c.summary["acceptance"]["ja"]["ci_low"]
 
 
-def test_missing_run_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cli(["analyze", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--quiet"]) == 2
-    out = capsys.readouterr().out.strip()
-    assert out.startswith("tokenlens: error: run directory not found") and "\n" not in out
+def test_missing_run_is_one_line(tmp_path: Path) -> None:
+    """Through the real ``tokenlens.cli.main``: one line on stderr, exit status 2."""
+    status, stdout, stderr = cli(
+        ["analyze", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--quiet"]
+    )
+    assert status == 2 and stdout == ""
+    assert_one_line_error(status, stderr)
+    assert stderr.startswith("tokenlens: error: run directory not found")
 
 
-def test_malformed_run_is_one_line(
-    runs: tuple[Study, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_malformed_run_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "manifest.json").write_text("{not json", encoding="utf-8")
-    assert _cli(["analyze", str(bad), "--out", str(tmp_path / "o"), "--quiet"]) == 2
-    assert "malformed JSON" in capsys.readouterr().out
+    status, stdout, stderr = cli(["analyze", str(bad), "--out", str(tmp_path / "o"), "--quiet"])
+    assert status == 2 and stdout == ""
+    assert_one_line_error(status, stderr, "tokenlens: error: ", "malformed JSON")
+    assert not (tmp_path / "o").exists()  # refused before any work
 
 
 def test_run_without_events_is_one_line(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
@@ -151,10 +140,9 @@ def test_run_without_events_is_one_line(runs: tuple[Study, list[Path]], tmp_path
         run_analyze(AnalyzeConfig(runs=(copy,), out=tmp_path / "o", n_boot=20))
 
 
-def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        _cli(["analyze", "--help"])
-    text = capsys.readouterr().out
+def test_help_teaches() -> None:
+    status, text, _ = cli(["analyze", "--help"])
+    assert status == 0
     assert "examples:" in text and "judged" in text and "--bootstrap" in text
 
 
