@@ -26,8 +26,9 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from tokenlens.analysis.summary_file import parse_summary
 from tokenlens.errors import TokenlensError
-from tokenlens.format import HYPOTHESES, MISSING, interval, lang_order, qty, rate_cell
+from tokenlens.format import HYPOTHESES, MISSING, interval, lang_order, or_missing, qty, rate_cell
 from tokenlens.report.analyze import hypotheses
 from tokenlens.report.findings import best_speedups
 from tokenlens.report.html import render, static
@@ -187,20 +188,20 @@ def _problem(part: _Part) -> dict[str, str] | None:
 def _acceptance(analysis: _Part) -> dict[str, Any]:
     if analysis.problem:
         return {"acceptance": [], "gap": MISSING}
-    summary: Mapping[str, Any] = analysis.data
-    acc = summary.get("acceptance") or {}
-    judged = summary.get("acceptance_judged") or {}
+    summary = parse_summary(analysis.data)
+    acc = summary.acceptance
     rows = [
         [
             lang,
             rate_cell(acc[lang]),
-            acc[lang].get("n", MISSING),
-            acc[lang].get("requests", MISSING),
-            rate_cell(judged.get(lang)),
+            or_missing(acc[lang].n),
+            or_missing(acc[lang].requests),
+            rate_cell(summary.acceptance_judged.get(lang)),
         ]
         for lang in lang_order(acc)
     ]
-    return {"acceptance": rows, "gap": interval((summary.get("gap") or {}).get("judged"), "pp")}
+    gap = summary.gap.judged if summary.gap is not None else None
+    return {"acceptance": rows, "gap": interval(gap, "pp")}
 
 
 def _hypotheses(
@@ -208,7 +209,7 @@ def _hypotheses(
 ) -> list[dict[str, Any]]:
     if analysis.problem:
         return []
-    cards = hypotheses(analysis.data.get("hypotheses") or {}, note="", every=True)
+    cards = hypotheses(parse_summary(analysis.data).hypotheses, note="", every=True)
     for card in cards:
         anchor = f"hyp-{card['key']}"
         card["more"] = _link(out, report, "in the report", anchor) if anchor in found else None
