@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
-from tokenlens.bench.results import read_results
+from tokenlens.bench.results_csv import read_results
 from tokenlens.format import num, verdict_words
 from tokenlens.rundir import read_run
 

@@ -40,13 +40,15 @@ def _float(value: Any) -> float | None:
     """A number as it was read (int or float, NaN kept: the views print it as missing)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
-    return value  # type: ignore[return-value]
+    number: float = value  # type: ignore[assignment]
+    return number
 
 
 def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return None
-    return value  # type: ignore[return-value]
+    number: int = value  # type: ignore[assignment]
+    return number
 
 
 def _str(value: Any) -> str | None:

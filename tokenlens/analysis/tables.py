@@ -102,9 +102,9 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
         lines.append("")
     gap = s.gap
     if gap is not None:
-        family = (gap.family or "").replace("_", "-")
+        family_name = (gap.family or "").replace("_", "-")
         lines += [
-            f"## Descriptive splits of the gap ({family} drafters)",
+            f"## Descriptive splits of the gap ({family_name} drafters)",
             "",
             f"All rows: {pp_cell(gap.overall)}; judged rows: {pp_cell(gap.judged)}.",
             "",

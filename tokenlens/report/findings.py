@@ -30,8 +30,8 @@ from tokenlens.analysis.summary_file import (
     load_summary,
     parse_summary,
 )
-from tokenlens.bench.tables import BenchGroup, is_baseline
-from tokenlens.bench.tables import groups as bench_groups
+from tokenlens.bench.results_md import BenchGroup, is_baseline
+from tokenlens.bench.results_md import groups as bench_groups
 from tokenlens.format import (
     HYPOTHESES,
     LANG_ORDER,
@@ -107,7 +107,7 @@ def findings_markdown(
 ) -> str:
     """The text of FINDINGS.md for an analysis ``summary`` (summary.json, parsed or
     not) and, when given, the bench's ``results.csv`` rows
-    (:func:`tokenlens.bench.results.read_results`) and ``bench.json``."""
+    (:func:`tokenlens.bench.results_csv.read_results`) and ``bench.json``."""
     s = parse_summary(summary)
     lines: list[str] = []
     lines += _intro(s, bench_rows)
@@ -125,7 +125,7 @@ def findings_markdown(
 def write_findings(path: Path, analysis_dir: Path, bench_dir: Path | None = None) -> Path:
     """Write FINDINGS.md at ``path`` from ``analysis_dir/summary.json`` and, when
     ``bench_dir`` holds a results.csv, the bench. Returns ``path``."""
-    from tokenlens.bench.results import BENCH_JSON, RESULTS_CSV, read_results
+    from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, read_results
 
     summary = load_summary(analysis_dir)
     rows = info = None

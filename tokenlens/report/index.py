@@ -29,7 +29,7 @@ from markupsafe import Markup
 from tokenlens.analysis.summary_file import parse_summary
 from tokenlens.errors import TokenlensError
 from tokenlens.format import HYPOTHESES, MISSING, interval, lang_order, or_missing, qty, rate_cell
-from tokenlens.report.analyze import hypotheses
+from tokenlens.report.analysis_page import hypotheses
 from tokenlens.report.findings import best_speedups
 from tokenlens.report.html import render, static
 
@@ -42,7 +42,7 @@ POLICY = (
     "base-uri 'none'; form-action 'none'"
 )
 TEMPLATE = "index.html"
-# Anchors of the analysis report (tokenlens/report/analyze.py) the index links to.
+# Anchors of the analysis report (tokenlens/report/analysis_page.py) the index links to.
 TOKEN_VIEW_ID = "token-view"
 REPORT_ANCHORS = (TOKEN_VIEW_ID, *(f"hyp-{key}" for key in HYPOTHESES))
 
@@ -132,7 +132,7 @@ def _read_analysis(analysis_dir: Path | None) -> _Part:
 
 
 def _read_bench(bench_dir: Path | None) -> _Part:
-    from tokenlens.bench.results import BENCH_JSON, RESULTS_CSV, read_results
+    from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, read_results
 
     if bench_dir is None or not bench_dir.is_dir():
         return _Part(problem=NOT_RUN)
