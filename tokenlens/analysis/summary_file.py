@@ -40,14 +40,14 @@ def _float(value: Any) -> float | None:
     """A number as it was read (int or float, NaN kept: the views print it as missing)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
-    number: float = value  # type: ignore[assignment]
+    number: float = value
     return number
 
 
 def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return None
-    number: int = value  # type: ignore[assignment]
+    number: int = value
     return number
 
 
