@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from tokenlens.bench.results import COLUMN_NAMES, Row, read_results, write_results
+from tokenlens.bench.results_csv import COLUMN_NAMES, Row, read_results, write_results
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.rundir import Run
 

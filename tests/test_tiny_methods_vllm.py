@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from tests.support import check_events, write_prompts
-from tokenlens.analysis.analyze import AnalyzeConfig, run_analyze
+from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
 from tokenlens.cli import main
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError

@@ -170,7 +170,7 @@ def test_analyze_writes_again_into_its_own_out(run: Path, tmp_path: Path) -> Non
 def test_out_that_is_a_file_fails_in_one_line_before_any_work(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tokenlens.analysis.analyze as analyze_module
+    import tokenlens.analysis.pipeline as analyze_module
 
     def no_work(*args: object, **kwargs: object) -> None:
         raise AssertionError("analyze started working before checking --out")

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.analyze import AnalyzeConfig, run_analyze
-from tokenlens.bench.results import BENCH_JSON, read_results
+from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+from tokenlens.bench.results_csv import BENCH_JSON, read_results
 from tokenlens.bench.run import BenchConfig, run_bench
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError

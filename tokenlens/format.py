@@ -108,18 +108,30 @@ def qty(value: Any, kind: str) -> str:
     return text if text == MISSING else text + FORMATS[kind].unit
 
 
-def not_estimable(stat: Mapping[str, Any] | None, key: str = "value") -> str | None:
+def stat_get(stat: Any, key: str) -> Any:
+    """``stat[key]`` of a dict from a file, or the attribute ``key`` of a typed figure
+    (:mod:`tokenlens.analysis.summary_file`); None when it has none."""
+    if stat is None:
+        return None
+    if isinstance(stat, Mapping):
+        return stat.get(key)
+    return getattr(stat, key, None)
+
+
+def not_estimable(stat: Any, key: str = "value") -> str | None:
     """``not estimable (why)`` for a figure the analysis marked as such, else None.
 
     summary.json never prints an unestimable part as 0: it is null with a
-    ``not_estimable`` reason, and every view says so in the same words.
+    ``not_estimable`` reason, and every view says so in the same words. ``stat`` is a
+    dict from a file or a typed figure (:func:`stat_get`).
     """
-    if stat and stat.get(key) is None and stat.get("not_estimable"):
-        return f"not estimable ({' '.join(str(stat['not_estimable']).split())})"
+    why = stat_get(stat, "not_estimable")
+    if stat and stat_get(stat, key) is None and why:
+        return f"not estimable ({' '.join(str(why).split())})"
     return None
 
 
-def interval(stat: Mapping[str, Any] | None, kind: str, key: str = "value") -> str:
+def interval(stat: Any, kind: str, key: str = "value") -> str:
     """``+1.2 pp [-0.4, +2.9]``: ``stat[key]`` with its unit and its interval
     (``ci_low``, ``ci_high``), the bracket left out when either bound is missing;
     ``not estimable (why)`` for a figure the data cannot support."""
@@ -128,8 +140,8 @@ def interval(stat: Mapping[str, Any] | None, kind: str, key: str = "value") -> s
     missing = not_estimable(stat, key)
     if missing:
         return missing
-    text = qty(stat.get(key), kind)
-    low, high = finite(stat.get("ci_low")), finite(stat.get("ci_high"))
+    text = qty(stat_get(stat, key), kind)
+    low, high = finite(stat_get(stat, "ci_low")), finite(stat_get(stat, "ci_high"))
     if text == MISSING or low is None or high is None:
         return text
     return f"{text} [{num(low, kind)}, {num(high, kind)}]"
@@ -152,15 +164,20 @@ def interval_prose(
     return f"{text} ({level} CI {num(low, kind)} to {num(high, kind)})"
 
 
-def rate_cell(stat: Mapping[str, Any] | None, *, count: bool = False, key: str = "rate") -> str:
+def rate_cell(stat: Any, *, count: bool = False, key: str = "rate") -> str:
     """A rate with its interval, `` (n=N)`` when ``count``, and ``*`` when the group is
     sparse (fewer rows than min_count)."""
     text = interval(stat, "rate", key)
     if not stat or text == MISSING:
         return text
     if count:
-        text += f" (n={stat.get('n', MISSING)})"
-    return text + "*" if stat.get("sparse") else text
+        text += f" (n={or_missing(stat_get(stat, 'n'))})"
+    return text + "*" if stat_get(stat, "sparse") else text
+
+
+def or_missing(value: Any) -> Any:
+    """``value``, or :data:`MISSING` when it is None (a count a file does not hold)."""
+    return MISSING if value is None else value
 
 
 def spread(median: Any, low: Any, high: Any, kind: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import BENCH, NGRAM, WIKI, bench_case, roundtrip, synthetic_rows
-from tokenlens.bench.tables import results_markdown
+from tokenlens.bench.results_md import results_markdown
 from tokenlens.format import MISSING
 
 LEGEND = """\

@@ -185,7 +185,7 @@ limit = 1
 
 
 def test_bench_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> None:
-    from tokenlens.bench.results import read_results
+    from tokenlens.bench.results_csv import read_results
     from tokenlens.bench.run import BenchConfig, run_bench
     from tokenlens.engine.results import SpecCounters
 

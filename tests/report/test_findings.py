@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support import BENCH, PAYLOADS, roundtrip, synthetic_rows
-from tokenlens.bench.results import Row, write_results
+from tokenlens.bench.results_csv import Row, write_results
 from tokenlens.report.findings import findings_markdown, write_findings
 
 VERDICT = {

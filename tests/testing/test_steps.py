@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenlens.testing.steps import StepEvents, speculate
+from tokenlens.testing.step_process import StepEvents, speculate
 
 DATA = Path(__file__).parent / "data" / "real_events.json"
 

@@ -12,6 +12,7 @@ import pytest
 from tokenlens.cli import build_parser, main
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import read_prompts
+from tokenlens.signature import parse_signature
 from tokenlens.text.study import TokensConfig, prompt_text, run_tokens_study
 
 DATA = Path(__file__).parent / "data" / "mini.jsonl"
@@ -50,7 +51,8 @@ def test_study_writes_contract_files(tmp_path: Path) -> None:
         )
         assert rows[-1]["char_end"] == len(text)
     summary = json.loads(result.summary_path.read_text(encoding="utf-8"))
-    assert "tokenizer qwen3.5" in summary["signature"] and "UniDic 2.1.2" in summary["signature"]
+    fields = parse_signature(summary["signature"])
+    assert fields["tokenizer"].startswith("qwen3.5") and "UniDic_2.1.2" in fields["dict"]
     assert list(summary["by_lang"]) == ["ja", "en"]
     for lang in ("ja", "en"):
         s = summary["by_lang"][lang]

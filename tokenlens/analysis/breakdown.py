@@ -24,8 +24,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
-
-Mask = npt.NDArray[np.bool_]
+from tokenlens.arrays import Mask
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run, now_iso, output_mismatch, read_run, write_json_atomic
 
 if TYPE_CHECKING:
-    from tokenlens.analysis.analyze import AnalyzeConfig
+    from tokenlens.analysis.pipeline import AnalyzeConfig
 
 OUT_MARKER = ".tokenlens-analyze.json"
 """Written into every analyze output directory: analyze may write there again."""

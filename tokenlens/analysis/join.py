@@ -23,13 +23,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenlens.arrays import F64, I64
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import normalise_lang
 from tokenlens.rundir import Run
 from tokenlens.text import Vocabulary, classify_requests, load_tokenizer
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 
 TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
 """Drafting methods that learned nothing: no training data, so no H2 effect."""

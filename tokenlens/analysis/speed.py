@@ -72,7 +72,7 @@ def read_bench_points(path: Path) -> list[BenchPoint]:
     its speedup over the matching baseline; baseline rows and cases without a matching
     baseline are skipped.
     """
-    from tokenlens.bench.results import RESULTS_CSV, read_results
+    from tokenlens.bench.results_csv import RESULTS_CSV, read_results
 
     rows = read_results(path / RESULTS_CSV if path.is_dir() else path)
     points = []

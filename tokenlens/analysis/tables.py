@@ -7,19 +7,21 @@ the data cannot support is printed as "not estimable (why)", never as a zero.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tokenlens.analysis.summary_file import Estimate, Rate, Split, Summary, parse_summary
 from tokenlens.format import MISSING, interval, lang_order, num, qty, rate_cell
 
 PARTS = ("gap", "composition", "within", "out_of_support")
 
 
-def _cell(entry: dict[str, Any] | None, key: str = "rate") -> str:
+def _cell(entry: Rate | Estimate | None, key: str = "rate") -> str:
     return rate_cell(entry, count=True, key=key)
 
 
-def _group_table(title: str, block: dict[str, Any]) -> list[str]:
+def _group_table(title: str, block: Mapping[str, Mapping[str, Rate]]) -> list[str]:
     langs = lang_order(block)
     groups: list[str] = []
     for lang in langs:
@@ -31,43 +33,44 @@ def _group_table(title: str, block: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def pp_cell(entry: dict[str, Any] | None) -> str:
+def pp_cell(entry: Estimate | None) -> str:
     """``-6.2 pp [-7.9, -4.6]``, or ``not estimable (why)``."""
     text = interval(entry, "pp")
-    if entry and entry.get("value") is not None and entry.get("no_interval"):
-        text += f" (no interval: {entry['no_interval']})"
+    if entry is not None and entry.value is not None and entry.no_interval:
+        text += f" (no interval: {entry.no_interval})"
     return text
 
 
-def _decomposition_rows(label: str, dec: dict[str, Any]) -> list[str]:
-    support = dec.get("support") or {}
+def _decomposition_rows(label: str, split: Split) -> list[str]:
+    support = split.support
     shares = (
-        f"{num(support.get('share_ja'), 'share')} / {num(support.get('share_en'), 'share')}"
-        if support
+        f"{num(support.share_ja, 'share')} / {num(support.share_en, 'share')}"
+        if support is not None
         else MISSING
     )
-    return [f"| {label} | {shares} | " + " | ".join(pp_cell(dec.get(p)) for p in PARTS) + " |"]
+    return [f"| {label} | {shares} | " + " | ".join(pp_cell(split.part(p)) for p in PARTS) + " |"]
 
 
-def render(summary: dict[str, Any]) -> str:
+def render(summary: Summary | Mapping[str, Any]) -> str:
     """The Markdown text."""
-    lines = ["# tokenlens analysis", "", f"`{summary.get('signature')}`", ""]
-    prompts = summary.get("prompts") or {}
-    if prompts:
+    s = parse_summary(summary)
+    lines = ["# tokenlens analysis", "", f"`{s.signature}`", ""]
+    if s.prompts:
         lines += [
             "Prompts per language: "
-            + ", ".join(f"{lang} {n}" for lang, n in prompts.items())
-            + f" (verdicts need at least {summary['settings'].get('min_prompts')}).",
+            + ", ".join(f"{lang} {n}" for lang, n in s.prompts.items())
+            + f" (verdicts need at least {s.settings.min_prompts}).",
             "",
         ]
-    acc = summary["acceptance"]
     lines += ["## Acceptance (accepted / draft tokens, as vLLM counts)", ""]
     lines += ["| lang | rate [95% CI] | judged-position rate | accepted chars/step |"]
     lines += ["|---|---|---|---|"]
-    for lang in lang_order(acc):
-        judged = summary.get("acceptance_judged", {}).get(lang)
-        chars = summary.get("text_per_step", {}).get(lang, {}).get("accepted_chars")
-        lines.append(f"| {lang} | {_cell(acc[lang])} | {_cell(judged)} | {_cell(chars, 'value')} |")
+    for lang in lang_order(s.acceptance):
+        judged = s.acceptance_judged.get(lang)
+        chars = s.text_per_step.get(lang, {}).get("accepted_chars")
+        lines.append(
+            f"| {lang} | {_cell(s.acceptance[lang])} | {_cell(judged)} | {_cell(chars, 'value')} |"
+        )
     lines.append("")
     for key, title in (
         ("by_script", "By script (judged positions)"),
@@ -75,10 +78,9 @@ def render(summary: dict[str, Any]) -> str:
         ("by_position_conditional", "By draft position (conditional on reaching it)"),
         ("by_confidence", "By target top-1 probability (judged positions)"),
     ):
-        if summary.get(key):
-            lines += _group_table(title, summary[key])
-    families = summary.get("families") or {}
-    if any((f or {}).get("confidence") for f in families.values()):
+        if s.breakdown(key):
+            lines += _group_table(title, s.breakdown(key))
+    if any(f.confidence is not None for f in s.families.values()):
         lines += [
             "## Japanese − English gap by the target's confidence, per drafter family",
             "",
@@ -88,42 +90,40 @@ def render(summary: dict[str, Any]) -> str:
             "| family | support ja / en | " + " | ".join(PARTS) + " |",
             "|---|---|" + "---|" * len(PARTS),
         ]
-        for name, block in families.items():
-            if (block or {}).get("confidence"):
-                lines += _decomposition_rows(name.replace("_", "-"), block["confidence"])
-        contrast = summary.get("h2_contrast")
-        if contrast:
+        for name, family in s.families.items():
+            if family.confidence is not None:
+                lines += _decomposition_rows(name.replace("_", "-"), family.confidence)
+        if s.h2_contrast is not None:
             lines += [
                 "",
                 "H2 contrast (within-confidence gap, trained minus training-free): "
-                + pp_cell(contrast.get("difference")),
+                + pp_cell(s.h2_contrast.difference),
             ]
         lines.append("")
-    gap = summary.get("gap")
-    if gap:
-        family = str(gap.get("family", "")).replace("_", "-")
+    gap = s.gap
+    if gap is not None:
+        family_name = (gap.family or "").replace("_", "-")
         lines += [
-            f"## Descriptive splits of the gap ({family} drafters)",
+            f"## Descriptive splits of the gap ({family_name} drafters)",
             "",
-            f"All rows: {pp_cell(gap.get('overall'))}; judged rows: {pp_cell(gap.get('judged'))}.",
+            f"All rows: {pp_cell(gap.overall)}; judged rows: {pp_cell(gap.judged)}.",
             "",
             "| by | support ja / en | " + " | ".join(PARTS) + " |",
             "|---|---|" + "---|" * len(PARTS),
         ]
-        for column, dec in gap.get("decomposition", {}).items():
-            lines += _decomposition_rows(column, dec)
+        for column, split in gap.decomposition.items():
+            lines += _decomposition_rows(column, split)
         lines.append("")
     lines += ["## Hypotheses", ""]
-    for name, h in summary["hypotheses"].items():
-        lines.append(f"- **{name}: {h['verdict']}**. {h['evidence']}")
-        power = h.get("power") or {}
-        if power.get("mde") is not None:
-            needed = power.get("prompts_needed") or {}
+    for name, h in s.hypotheses.items():
+        lines.append(f"- **{name}: {h.verdict}**. {h.evidence}")
+        power = h.power
+        if power is not None and power.mde is not None:
             lines.append(
-                f"  Minimum detectable effect at this size: {qty(-power['mde'], 'pp')}; "
+                f"  Minimum detectable effect at this size: {qty(-power.mde, 'pp')}; "
                 + "; ".join(
                     f"a {qty(-float(size), 'pp')} effect needs ~{n} prompts per language"
-                    for size, n in needed.items()
+                    for size, n in power.prompts_needed.items()
                     if n is not None
                 )
                 + "."
@@ -136,5 +136,5 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_tables(summary: dict[str, Any], path: Path) -> None:
+def write_tables(summary: Summary | Mapping[str, Any], path: Path) -> None:
     path.write_text(render(summary), encoding="utf-8")

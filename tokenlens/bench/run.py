@@ -24,7 +24,7 @@ from typing import Any
 from tokenlens import __version__
 from tokenlens.bench.check import validated_plan
 from tokenlens.bench.plan import BASELINE, Case, Plan
-from tokenlens.bench.results import (
+from tokenlens.bench.results_csv import (
     BENCH_JSON,
     RESULTS_CSV,
     RESULTS_MD,
@@ -357,7 +357,7 @@ class _Bench:
         )
 
     def write_tables(self) -> None:
-        from tokenlens.bench.tables import results_markdown
+        from tokenlens.bench.results_md import results_markdown
 
         rows = self.ordered_rows()
         write_results(self.out / RESULTS_CSV, rows)

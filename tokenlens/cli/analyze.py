@@ -99,8 +99,9 @@ def register(subparsers: Any) -> None:
         "--threshold",
         type=float,
         default=0.02,
-        metavar="D",
-        help="practical threshold of the verdicts, in acceptance (default: %(default)s)",
+        metavar="T",
+        help="the verdict threshold, in acceptance: the least Japanese deficit that counts "
+        "(summary.json: settings.delta; default: %(default)s)",
     )
     parser.add_argument(
         "--min-prompts",

@@ -30,7 +30,7 @@ the events, not vLLM's counters. The source needs prompt_token_ids in
 requests.parquet (recorded by trace and bench since replay exists).
 
 examples:
-  tokenlens trace --prompts corpora/demo.jsonl --method draft_model --num-spec 3 --out runs/dm3
+  tokenlens trace --prompts corpora/demo.jsonl --method draft_model --k 3 --out runs/dm3
   tokenlens replay runs/dm3 --method draft_model --k 1,2,3,4,5 --out runs/replay
   tokenlens replay runs/dm3 --method draft_model,ngram --k 1-8 --out runs/sweep
   tokenlens analyze runs/replay/draft_model-k1 runs/replay/draft_model-k5 --out out/k

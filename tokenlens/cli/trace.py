@@ -51,17 +51,17 @@ offline on first use); --method draft_model without --draft-model uses the embed
 0.5B drafter. Decoding is greedy unless --temperature is given.
 
 examples:
-  tokenlens trace --prompts corpora/demo.jsonl --method draft_model --num-spec 3 --out runs/dm3
-  tokenlens trace --prompts corpora/demo.jsonl --method ngram --num-spec 3 --out runs/ng3
+  tokenlens trace --prompts corpora/demo.jsonl --method draft_model --k 3 --out runs/dm3
+  tokenlens trace --prompts corpora/demo.jsonl --method ngram --k 3 --out runs/ng3
   tokenlens trace --prompts corpora/demo.jsonl --out runs/baseline          (no speculation)
   tokenlens trace --prompts p.jsonl --model Qwen/Qwen3.5-4B --method mtp --out runs/mtp3
-  tokenlens trace --prompts p.jsonl --model tiny-mimo-mtp --method mtp --num-spec 2 \\
+  tokenlens trace --prompts p.jsonl --model tiny-mimo-mtp --method mtp --k 2 \\
       --load-format dummy --out runs/tiny-mtp      (code path only: random weights)
   tokenlens trace --prompts p.jsonl --model tiny-qwen3 --method dflash \\
       --draft-model tiny-qwen3-dflash --load-format dummy --out runs/tiny-dflash
   TOKENLENS_TRACE_DIR=/traces vllm serve ... &     (a server with the plugin enabled)
   tokenlens trace --prompts p.jsonl --server http://127.0.0.1:8000 --server-trace-dir /traces \\
-      --method draft_model --num-spec 3 --out runs/served
+      --method draft_model --k 3 --out runs/served
   tokenlens trace --resume runs/dm3      (complete a partial run: only the missing prompts)
 
 Every prompt is measured with the target's tokenizer and chat template before the
@@ -114,7 +114,13 @@ def register(sub: Any) -> None:
         "--draft-model", help="drafter for draft_model/eagle/dflash (default: embedded 0.5B)"
     )
     p.add_argument(
-        "--num-spec", type=positive_int, default=3, help="draft tokens per step, k (default: 3)"
+        "--k",
+        "--num-spec",  # deprecated alias: k is the name everywhere a user sees it
+        dest="num_spec",
+        type=positive_int,
+        default=3,
+        metavar="K",
+        help="draft tokens per step, k (default: 3; --num-spec is a deprecated alias)",
     )
     p.add_argument(
         "--spec-option",
@@ -180,7 +186,7 @@ def register(sub: Any) -> None:
         "--server",
         metavar="URL",
         help="send the prompts to a running `vllm serve` (started with TOKENLENS_TRACE_DIR set) "
-        "instead of starting an engine; --method/--num-spec then only describe the server",
+        "instead of starting an engine; --method/--k then only describe the server",
     )
     p.add_argument(
         "--server-trace-dir",

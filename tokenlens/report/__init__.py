@@ -10,7 +10,7 @@ docs/reports.md.
 bench.json).
 """
 
-from tokenlens.report.analyze import write_analyze_report
+from tokenlens.report.analysis_page import write_analyze_report
 from tokenlens.report.bench import write_bench_report
 
 __all__ = ["write_analyze_report", "write_bench_report"]

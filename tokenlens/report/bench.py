@@ -18,8 +18,8 @@ from typing import Any
 
 import altair as alt
 
-from tokenlens.bench.results import BENCH_JSON, RESULTS_CSV, Row, read_results
-from tokenlens.bench.tables import (
+from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, Row, read_results
+from tokenlens.bench.results_md import (
     group_label,
     groups,
     is_baseline,

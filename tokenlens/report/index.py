@@ -26,9 +26,10 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from tokenlens.analysis.summary_file import parse_summary
 from tokenlens.errors import TokenlensError
-from tokenlens.format import HYPOTHESES, MISSING, interval, lang_order, qty, rate_cell
-from tokenlens.report.analyze import hypotheses
+from tokenlens.format import HYPOTHESES, MISSING, interval, lang_order, or_missing, qty, rate_cell
+from tokenlens.report.analysis_page import hypotheses
 from tokenlens.report.findings import best_speedups
 from tokenlens.report.html import render, static
 
@@ -41,7 +42,7 @@ POLICY = (
     "base-uri 'none'; form-action 'none'"
 )
 TEMPLATE = "index.html"
-# Anchors of the analysis report (tokenlens/report/analyze.py) the index links to.
+# Anchors of the analysis report (tokenlens/report/analysis_page.py) the index links to.
 TOKEN_VIEW_ID = "token-view"
 REPORT_ANCHORS = (TOKEN_VIEW_ID, *(f"hyp-{key}" for key in HYPOTHESES))
 
@@ -131,7 +132,7 @@ def _read_analysis(analysis_dir: Path | None) -> _Part:
 
 
 def _read_bench(bench_dir: Path | None) -> _Part:
-    from tokenlens.bench.results import BENCH_JSON, RESULTS_CSV, read_results
+    from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, read_results
 
     if bench_dir is None or not bench_dir.is_dir():
         return _Part(problem=NOT_RUN)
@@ -187,20 +188,20 @@ def _problem(part: _Part) -> dict[str, str] | None:
 def _acceptance(analysis: _Part) -> dict[str, Any]:
     if analysis.problem:
         return {"acceptance": [], "gap": MISSING}
-    summary: Mapping[str, Any] = analysis.data
-    acc = summary.get("acceptance") or {}
-    judged = summary.get("acceptance_judged") or {}
+    summary = parse_summary(analysis.data)
+    acc = summary.acceptance
     rows = [
         [
             lang,
             rate_cell(acc[lang]),
-            acc[lang].get("n", MISSING),
-            acc[lang].get("requests", MISSING),
-            rate_cell(judged.get(lang)),
+            or_missing(acc[lang].n),
+            or_missing(acc[lang].requests),
+            rate_cell(summary.acceptance_judged.get(lang)),
         ]
         for lang in lang_order(acc)
     ]
-    return {"acceptance": rows, "gap": interval((summary.get("gap") or {}).get("judged"), "pp")}
+    gap = summary.gap.judged if summary.gap is not None else None
+    return {"acceptance": rows, "gap": interval(gap, "pp")}
 
 
 def _hypotheses(
@@ -208,7 +209,7 @@ def _hypotheses(
 ) -> list[dict[str, Any]]:
     if analysis.problem:
         return []
-    cards = hypotheses(analysis.data.get("hypotheses") or {}, note="", every=True)
+    cards = hypotheses(parse_summary(analysis.data).hypotheses, note="", every=True)
     for card in cards:
         anchor = f"hyp-{card['key']}"
         card["more"] = _link(out, report, "in the report", anchor) if anchor in found else None

@@ -21,7 +21,7 @@ Typical use::
 from tokenlens.testing.rundirs import write_study
 from tokenlens.testing.scenarios import SCENARIOS, Confidence, Drafter, Scenario
 from tokenlens.testing.simulate import RunSpec, Study, simulate_study
-from tokenlens.testing.steps import StepEvents, speculate
+from tokenlens.testing.step_process import StepEvents, speculate
 from tokenlens.testing.truth import ESTIMANDS, estimands, mechanisms, population, truth
 
 __all__ = [

@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenlens import __version__
+from tokenlens.arrays import I64
 from tokenlens.engine.results import SpecCounters
 from tokenlens.rundir import EVENTS, EVENTS_SCHEMA, REQUESTS_SCHEMA, RunWriter, now_iso
 from tokenlens.signature import make_signature
@@ -25,7 +25,6 @@ from tokenlens.testing.simulate import SimRun, Study
 from tokenlens.testing.text import TOKENIZER
 from tokenlens.text import Vocabulary
 
-I64 = npt.NDArray[np.int64]
 TOP_K = 5
 _ALT_SHARES = np.array([0.5, 0.2, 0.1, 0.05])
 _VOCAB = 151_643  # ordinary Qwen2.5 ids (specials above)

@@ -5,7 +5,7 @@ prompt the target's greedy output is a window of real text
 (:mod:`tokenlens.testing.text`), the same in every run, with the target's top-1
 probability at each position from the scenario's confidence process. Each run (a
 drafter at some ``k``) gets its agreement sequence from the drafter's curve and
-effects, and :func:`~tokenlens.testing.steps.speculate` turns it into vLLM's events.
+effects, and :func:`~tokenlens.testing.step_process.speculate` turns it into vLLM's events.
 Runs of one study share the prompts, the outputs and the prompt effects, exactly as
 real runs of one corpus do; only the per-request effects are drawn per run.
 
@@ -26,14 +26,12 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import expit, ndtr, ndtri
 
+from tokenlens.arrays import F64, I64
+from tokenlens.arrays import Mask as B
 from tokenlens.testing.scenarios import Confidence, Drafter, Scenario
-from tokenlens.testing.steps import StepEvents, speculate
+from tokenlens.testing.step_process import StepEvents, speculate
 from tokenlens.testing.text import LANGS, Stream, rank_matched, streams
 from tokenlens.text import SCRIPTS
-
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 SCRIPT_NAMES = SCRIPTS  # the text layer's script classes, in its order
 MIN_CONFIDENCE = 0.05  # a top-1 probability below this is not seen in real traces

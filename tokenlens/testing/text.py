@@ -27,9 +27,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
+from tokenlens.arrays import F64, I64
+from tokenlens.arrays import Mask as B
 
 TOKENIZER = "qwen2.5"
 LANGS = ("ja", "en")

@@ -32,11 +32,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from tokenlens.arrays import F64
+from tokenlens.arrays import Mask as B
 from tokenlens.testing.scenarios import Scenario
 from tokenlens.testing.simulate import Study, simulate_study
-
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
 ESTIMANDS = (

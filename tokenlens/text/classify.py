@@ -76,7 +76,6 @@ TOKEN_SCHEMA = pa.schema(
     ]
 )
 
-I64 = npt.NDArray[np.int64]
 
 _STRONG_LO = np.where(STRONG, np.arange(len(STRONG)), 255).astype(np.int16)
 _STRONG_HI = np.where(STRONG, np.arange(len(STRONG)), -1).astype(np.int16)

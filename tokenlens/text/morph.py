@@ -33,6 +33,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import regex
 
+from tokenlens.arrays import I64
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import normalise_lang
 from tokenlens.text.charclass import SPACE, char_classes
@@ -46,7 +47,6 @@ __all__ = [
     "segment",
 ]
 
-I64 = npt.NDArray[np.int64]
 
 PARTICLE_POS1 = "助詞"
 SPACE_POS_JA = "空白"

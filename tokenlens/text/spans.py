@@ -19,12 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
+
+from tokenlens.arrays import I64
+from tokenlens.arrays import Mask as B1
 
 __all__ = ["Spans", "char_byte_offsets", "token_spans"]
-
-I64 = npt.NDArray[np.int64]
-B1 = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)

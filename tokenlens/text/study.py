@@ -30,6 +30,7 @@ from tokenlens import __version__
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, read_prompts
+from tokenlens.signature import make_signature
 from tokenlens.text.classify import BOUNDARIES, SCRIPTS, classify_requests
 from tokenlens.text.morph import dictionary_identity, is_japanese
 from tokenlens.text.tokenizers import load_tokenizer
@@ -94,17 +95,14 @@ def run_tokens_study(config: TokensConfig, progress: Progress = SILENT) -> Token
     tokens = table.drop_columns(["request_index"])
     tokens = tokens.add_column(0, "lang", langs.take(req))
     tokens = tokens.add_column(0, "prompt_id", prompt_ids.take(req))
-    signature = " | ".join(
-        part
-        for part in (
-            f"tokenlens {__version__}",
-            "tokens",
-            f"tokenizer {vocab.identity}",
-            f"dictionary {dictionary}" if dictionary else "",
-            f"corpus sha256:{corpus_hash(config.corpus)[:16]}",
-        )
-        if part
-    )
+    # The same key:value|... form as every run, analysis and bench signature, so that
+    # parse_signature reads it; "study" names what wrote it.
+    fields: dict[str, Any] = {"tokenlens": __version__, "tokenizer": vocab.identity}
+    if dictionary:
+        fields["dict"] = dictionary
+    fields["corpus"] = corpus_hash(config.corpus)[:12]
+    fields["study"] = "tokens"
+    signature = make_signature(fields)
     summary: dict[str, Any] = {
         "signature": signature,
         "tokenlens_version": __version__,

@@ -7,13 +7,13 @@ and turns the summary into the rows and cards the template shows (every number t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from tokenlens.analysis.summary_file import SUMMARY, Hypothesis, RunSummary, Summary, load_summary
 from tokenlens.errors import TokenlensError
 from tokenlens.format import HYPOTHESES, interval, lang_order, num, qty, verdict_words
 from tokenlens.report import tokenview
@@ -31,27 +31,25 @@ def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
     ``analysis_dir/report.html``) and PNG/SVG files of its main charts in ``charts/``
     beside it. Request texts come from the run directories named in the summary when
     they still exist. Returns the report's path."""
-    summary_path = analysis_dir / "summary.json"
+    summary_path = analysis_dir / SUMMARY
     tokens_path = analysis_dir / "tokens.parquet"
     for path in (summary_path, tokens_path):
         if not path.is_file():
             raise TokenlensError(f"{path}: not found (run tokenlens analyze first)")
-    try:
-        summary = json.loads(summary_path.read_text("utf-8"))
-    except ValueError as exc:
-        raise TokenlensError(f"{summary_path}: not valid JSON ({exc})") from exc
+    summary = load_summary(summary_path)
     wanted = [c for c in tokenview.EVENT_COLUMNS if c in pq.read_schema(tokens_path).names]
     events = pq.read_table(tokens_path, columns=wanted).to_pandas()
     out = out if out is not None else analysis_dir / REPORT
     out.parent.mkdir(parents=True, exist_ok=True)
-    specs = all_charts(summary)
+    # The charts and the token view walk the breakdowns and runs generically: the dict.
+    specs = all_charts(summary.raw)
     html = chart_page(
         TEMPLATE,
         "tokenlens analysis",
         specs,
         _signatures(summary),
         **page_context(summary, specs),
-        views=tokenview.build(events, summary.get("runs") or []),
+        views=tokenview.build(events, summary.raw.get("runs") or []),
         hover=tokenview.hover,
     )
     export_charts(specs, out.parent / CHARTS_DIR)
@@ -59,44 +57,35 @@ def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
     return out
 
 
-def _signatures(summary: Mapping[str, Any]) -> list[str]:
+def _signatures(summary: Summary) -> list[str]:
     """The analysis signature first, then each run's (they differ in method, k, ...)."""
-    sigs = [str(summary.get("signature", "unknown"))]
-    return sigs + [str(r["signature"]) for r in summary.get("runs") or [] if r.get("signature")]
+    sigs = [summary.signature or "unknown"]
+    return sigs + [r.signature for r in summary.runs if r.signature]
 
 
-def page_context(summary: Mapping[str, Any], specs: Mapping[str, Any]) -> dict[str, Any]:
+def page_context(summary: Summary, specs: Mapping[str, Any]) -> dict[str, Any]:
     """What the template shows besides the charts and the token view."""
     return {
-        "runs": [
-            [
-                r.get("label"),
-                r.get("method"),
-                r.get("k"),
-                r.get("status"),
-                _checked(r),
-            ]
-            for r in summary.get("runs") or []
-        ],
-        "warnings": list((summary.get("inputs") or {}).get("warnings") or []),
-        "prompts": summary.get("prompts") or {},
-        "min_prompts": (summary.get("settings") or {}).get("min_prompts"),
-        "hypotheses": hypotheses(summary.get("hypotheses") or {}),
+        "runs": [[r.label, r.method, r.k, r.status, _checked(r)] for r in summary.runs],
+        "warnings": list(summary.warnings),
+        "prompts": summary.prompts,
+        "min_prompts": summary.settings.min_prompts,
+        "hypotheses": hypotheses(summary.hypotheses),
         "acceptance": _acceptance_rows(summary),
         "rate_charts": [key for key, _, _ in RATE_SECTIONS if key in specs],
         "speed": _speed_rows(summary),
     }
 
 
-def _checked(run: Mapping[str, Any]) -> str:
+def _checked(run: RunSummary) -> str:
     """Whether a run's events equal vLLM's counters; replayed runs have none to check."""
-    if run.get("replayed"):
+    if run.replayed:
         return "replayed (counts derived from the events)"
-    return "yes" if (run.get("reconciliation") or {}).get("matches") else "NO"
+    return "yes" if run.reconciled else "NO"
 
 
 def hypotheses(
-    hyps: Mapping[str, Mapping[str, Any]],
+    hyps: Mapping[str, Hypothesis],
     note: str = " (Japanese − English, 95% CI)",
     every: bool = False,
 ) -> list[dict[str, Any]]:
@@ -104,63 +93,57 @@ def hypotheses(
     evidence; a hypothesis missing from ``hyps`` is left out unless ``every``."""
     cards = []
     for key, name in HYPOTHESES.items():
-        h = hyps.get(key) or {}
-        if not h and not every:
+        h = hyps.get(key)
+        if h is None and not every:
             continue
-        verdict = str(h.get("verdict", "inconclusive"))
-        effect = {
-            "value": h.get("effect"),
-            "ci_low": h.get("ci_low"),
-            "ci_high": h.get("ci_high"),
-            "not_estimable": h.get("not_estimable") if h.get("effect") is None else None,
-        }
+        h = h or Hypothesis()
+        verdict = h.verdict or "inconclusive"
         cards.append(
             {
                 "key": key,
                 "name": name,
                 "verdict": verdict,
                 "words": verdict_words(verdict),
-                "effect": interval(effect, "pp"),
+                "effect": interval(h.effect_estimate, "pp"),
                 "effect_note": note,
-                "evidence": h.get("evidence", ""),
+                "evidence": h.evidence or "",
             }
         )
     return cards
 
 
-def _acceptance_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
+def _acceptance_rows(summary: Summary) -> list[list[Any]]:
     rows = []
-    for lang in lang_order(summary.get("acceptance") or {}):
-        acc = summary["acceptance"][lang]
-        judged = (summary.get("acceptance_judged") or {}).get(lang) or {}
-        chars = ((summary.get("text_per_step") or {}).get(lang) or {}).get("accepted_chars") or {}
+    for lang in lang_order(summary.acceptance):
+        acc = summary.acceptance[lang]
+        chars = summary.text_per_step.get(lang, {}).get("accepted_chars")
         rows.append(
             [
                 lang,
                 interval(acc, "rate", "rate"),
-                acc.get("n"),
-                interval(judged, "rate", "rate"),
+                acc.n,
+                interval(summary.acceptance_judged.get(lang), "rate", "rate"),
                 interval(chars, "per_step"),
             ]
         )
     return rows
 
 
-def _speed_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
+def _speed_rows(summary: Summary) -> list[list[Any]]:
     rows = []
-    for run in summary.get("runs") or []:
-        for lang, m in ((run.get("speed") or {}).get("by_lang") or {}).items():
+    for run in summary.runs:
+        for lang, m in run.speed.items():
             rows.append(
                 [
-                    run.get("label"),
+                    run.label,
                     lang,
-                    m.get("traced_k"),
-                    num(m.get("measured_tokens_per_step"), "per_step"),
-                    num(m.get("predicted_tokens_per_step"), "per_step"),
-                    num(m.get("iid_tokens_per_step"), "per_step"),
-                    num(m.get("draft_cost"), "cost"),
-                    m.get("recommended_k"),
-                    qty(m.get("recommended_speedup"), "speedup"),
+                    m.traced_k,
+                    num(m.measured_tokens_per_step, "per_step"),
+                    num(m.predicted_tokens_per_step, "per_step"),
+                    num(m.iid_tokens_per_step, "per_step"),
+                    num(m.draft_cost, "cost"),
+                    m.recommended_k,
+                    qty(m.recommended_speedup, "speedup"),
                 ]
             )
     return rows

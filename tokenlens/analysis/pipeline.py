@@ -37,6 +37,7 @@ from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.inputs import validate_inputs
 from tokenlens.analysis.join import join_run
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
+from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import FREE, TRAINED, Rules, compute_parts, decide, families
 from tokenlens.capture.reconcile import counters_from_events, reconcile
@@ -161,7 +162,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     summary_path = config.out / SUMMARY
     write_json_atomic(summary_path, summary)
     tables_path = config.out / TABLES
-    write_tables(summary, tables_path)
+    write_tables(load_summary(summary_path), tables_path)
     progress.close()
     return AnalyzeResult(tokens_path, summary_path, tables_path, summary)
 

@@ -28,10 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-I64 = npt.NDArray[np.int64]
-B = npt.NDArray[np.bool_]
+from tokenlens.arrays import I64
+from tokenlens.arrays import Mask as B
 
 
 @dataclass(frozen=True)
