@@ -41,9 +41,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-Mask = npt.NDArray[np.bool_]
+from tokenlens.arrays import F64, I64, Mask
 
 LEVEL = 0.95
 METHODS = ("t", "percentile")

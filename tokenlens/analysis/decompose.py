@@ -44,14 +44,10 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, as_float, estimate, missing
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-Mask = npt.NDArray[np.bool_]
+from tokenlens.arrays import F64, I64, Mask
 
 JA, EN = "ja", "en"
 CONF_BINS = 20

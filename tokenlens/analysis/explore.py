@@ -19,7 +19,8 @@ from scipy import stats
 
 from tokenlens.analysis.bootstrap import LEVEL, Resampler, as_float, interval, standard_error
 from tokenlens.analysis.breakdown import group_codes
-from tokenlens.analysis.decompose import Mask, Support, lang_code
+from tokenlens.analysis.decompose import Support, lang_code
+from tokenlens.arrays import Mask
 
 EXPLORE_COLUMNS = ("script", "pos", "particle_type", "boundary", "transition", "rank_bucket")
 ADJUSTMENT = "holm"

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, estimate, prompt_keys
-from tokenlens.analysis.decompose import EN, JA, Mask, has_pair, lang_code
+from tokenlens.analysis.decompose import EN, JA, has_pair, lang_code
+from tokenlens.arrays import Mask
 
 __all__ = ["EN", "JA", "gap", "has_pair", "regression"]
 

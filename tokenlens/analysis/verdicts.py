@@ -46,7 +46,6 @@ from tokenlens.analysis.breakdown import per_lang, row_mask
 from tokenlens.analysis.decompose import (
     EN,
     JA,
-    Mask,
     Support,
     confidence_bins,
     decompose,
@@ -55,6 +54,7 @@ from tokenlens.analysis.decompose import (
 )
 from tokenlens.analysis.gap import gap
 from tokenlens.analysis.join import TRAINING_FREE
+from tokenlens.arrays import Mask
 from tokenlens.format import interval_prose
 
 SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"
