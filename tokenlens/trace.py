@@ -37,7 +37,8 @@ from tokenlens.engine.runner import (
 )
 from tokenlens.engine.worker import PromptJob
 from tokenlens.errors import TokenlensError
-from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup, resolve_model
+from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup
+from tokenlens.models.resolve import resolve_model
 from tokenlens.models.tiny import TINY_LOAD_FORMAT, TINY_TOKENIZER, draft_load_options, is_tiny
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, normalise_lang, read_prompts
