@@ -95,7 +95,7 @@ def main() -> None:
 
     from tokenlens.text import classify_requests, classify_tokens, load_tokenizer
     from tokenlens.text.charclass import class_table
-    from tokenlens.text.morph import _tagger
+    from tokenlens.text.morph import segment
 
     corpus = build_corpus(args.chars)
     n_chars = sum(len(t) for _, t in corpus)
@@ -106,7 +106,7 @@ def main() -> None:
     t_encode = time.perf_counter() - t0
     n_tokens = sum(len(ids) for _, ids in encoded)
     class_table()  # one-time table build (~0.5 s), not per-request work
-    _tagger()
+    segment("準備", "ja")  # loads MeCab once (not per-request work)
     tagger = fugashi.Tagger()
 
     def floor_features() -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenlens.engine.config import EngineConfig, SamplingConfig, SpeculativeSpec
 from tokenlens.engine.runner import jobs_from_prompts
-from tokenlens.engine.worker import _render, build_llm, cpu_thread_env, generate
+from tokenlens.engine.worker import build_llm, cpu_thread_env, generate, render_prompt
 from tokenlens.models.embedded import ensure_pair
 from tokenlens.prompts import read_prompts
 
@@ -58,7 +58,9 @@ def main() -> None:
     spec = SpeculativeSpec("draft_model", 3, model=str(drafter)) if args.method != "none" else None
     config = EngineConfig(model=str(target), speculative=spec)
     llm = build_llm(config)
-    rendered = [_render(llm, job, {}) for job in jobs]
+    tokenizer = llm.get_tokenizer()
+    # The prompts exactly as the worker renders them (chat template, no special tokens).
+    rendered = [{"prompt_token_ids": render_prompt(tokenizer, job, {})} for job in jobs]
     params = [SamplingParams(**sampling.to_vllm(job.max_tokens)) for job in jobs]
 
     def ours(rep: int) -> float:

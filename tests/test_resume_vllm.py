@@ -24,7 +24,8 @@ import pytest
 
 from tests.support import REPO, check_events, process_gone, write_prompts
 from tokenlens.capture.events import build_capture
-from tokenlens.rundir import read_finished, read_run
+from tokenlens.rundir import read_run
+from tokenlens.salvage import read_finished
 
 pytestmark = pytest.mark.vllm
 

@@ -306,7 +306,7 @@ def capture_only(tmp_path: Path, keep_finished: bool) -> Path:
 
 def salvage_real_run(run: Path, lengths: bool) -> dict[str, dict[str, object]]:
     """Salvage as trace does after a crash; ``lengths``: with the length each was sent with."""
-    from tokenlens.rundir import salvage_partial
+    from tokenlens.salvage import salvage_partial
 
     truth = pq.read_table(REAL_RUN / "requests.parquet").to_pylist()
     langs = {r["request_id"]: r["lang"] for r in truth}

@@ -9,7 +9,6 @@ to ``complete`` last, so an interrupted run is recognisable as such.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -19,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokenlens.engine.results import GeneratedRequest, SpecCounters, TokenLogprobs
+from tokenlens.capture.events import EVENTS_SCHEMA, Capture, build_capture
+from tokenlens.capture.reconcile import counters_from_events, reconcile
+from tokenlens.capture.summary import record_capture
+from tokenlens.engine.results import GeneratedRequest, SpecCounters
 from tokenlens.errors import TokenlensError
 
 MANIFEST = "manifest.json"
@@ -75,17 +76,6 @@ REQUESTS_OPTIONAL = pa.schema(
     ]
 )
 REQUESTS_WRITE_SCHEMA = pa.schema([*REQUESTS_SCHEMA, *REQUESTS_OPTIONAL])
-EVENTS_SCHEMA = pa.schema(
-    [
-        ("request_id", pa.string()),
-        ("step", pa.int64()),
-        ("position", pa.int64()),
-        ("draft_token_id", pa.int64()),
-        ("accepted", pa.bool_()),
-        ("emitted_token_id", pa.int64()),
-        ("output_index", pa.int64()),
-    ]
-)
 
 
 def now_iso() -> str:
@@ -209,186 +199,6 @@ def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
     )
 
 
-def implied_finish_reason(
-    ids: Sequence[int], max_tokens: int | None, vocab: Any, ignore_eos: bool = False
-) -> str | None:
-    """The finish reason the step files imply for a request's output (None: unfinished).
-
-    vLLM's own order (``check_stop``): a stop token last means ``stop`` (the stop
-    tokens are special tokens of the vocabulary), else reaching ``max_tokens`` means
-    ``length``. A request that ended neither way was cut off by the crash.
-    """
-    if not ids:
-        return None
-    last = int(ids[-1])
-    if not ignore_eos and last >= 0 and bool(vocab.is_special([last])[0]):
-        return "stop"
-    if max_tokens is not None and len(ids) >= max_tokens:
-        return "length"
-    return None
-
-
-def read_finished(directory: Path) -> dict[str, GeneratedRequest]:
-    """Requests the worker recorded as finished (``finished-<pid>.jsonl``), by request id."""
-    from tokenlens.capture.events import read_jsonl
-    from tokenlens.engine.worker import FINISHED_PREFIX
-
-    out: dict[str, GeneratedRequest] = {}
-    for path in sorted(directory.glob(f"{FINISHED_PREFIX}*.jsonl")):
-        for rec in read_jsonl(path):
-            lp = rec.get("logprobs")
-            rec["output_token_ids"] = tuple(rec["output_token_ids"])
-            rec["logprobs"] = (
-                tuple(
-                    TokenLogprobs(
-                        logprob=t["logprob"],
-                        rank=t["rank"],
-                        top_ids=tuple(t["top_ids"]),
-                        top_logprobs=tuple(t["top_logprobs"]),
-                    )
-                    for t in lp
-                )
-                if lp is not None
-                else None
-            )
-            known = {f.name for f in dataclasses.fields(GeneratedRequest)}
-            req = GeneratedRequest(**{k: v for k, v in rec.items() if k in known})
-            out.setdefault(req.prompt_id, req)
-    return out
-
-
-def attempt_dirs(run: Path) -> list[Path]:
-    """Capture directories of a run, oldest first: ``capture/``, then one per resume."""
-    root = run / CAPTURE
-    resumed = [p for p in root.glob(f"{RESUME_PREFIX}*") if p.is_dir()]
-    return [root, *sorted(resumed, key=lambda p: int(p.name.removeprefix(RESUME_PREFIX)))]
-
-
-@dataclass
-class Salvage:
-    """What the capture directories of a run hold, one source per request.
-
-    A request the worker recorded as finished comes from that record (vLLM's own
-    text, logprobs and finish reason) with the events of the attempt it finished in;
-    any other request from the latest attempt's step files, with the finish reason
-    they imply. ``finished`` names the requests vLLM finished.
-    """
-
-    requests: list[GeneratedRequest]
-    events: pa.Table
-    finished: set[str]
-    gaps: list[str]
-    counters: SpecCounters  # derived from ``events``: vLLM's died with the engine
-
-    def finished_only(self) -> Salvage:
-        """The requests vLLM finished and their events (what ``trace --resume`` keeps)."""
-        from tokenlens.capture.reconcile import counters_from_events
-
-        finished = pa.array(sorted(self.finished), pa.string())
-        keep = pc.is_in(self.events.column("request_id"), finished)
-        events = self.events.filter(keep)
-        requests = [r for r in self.requests if r.prompt_id in self.finished]
-        return Salvage(requests, events, self.finished, self.gaps, counters_from_events(events))
-
-
-def salvage(
-    run: Path, tokenizer: str, max_tokens: dict[str, int | None], ignore_eos: bool = False
-) -> Salvage:
-    """Rebuild requests and events from every capture directory of ``run``.
-
-    ``max_tokens`` (request id -> the length it was sent with) lets the step files
-    imply ``length`` for requests the worker did not record as finished.
-    """
-    from tokenlens.capture.events import build_capture
-    from tokenlens.capture.reconcile import counters_from_events
-    from tokenlens.text import load_tokenizer
-
-    try:
-        vocab: Any = load_tokenizer(tokenizer)
-    except TokenlensError:
-        vocab = None
-    source: dict[str, tuple[int, GeneratedRequest]] = {}
-    recorded: set[str] = set()
-    tables: list[pa.Table] = []
-    gaps: list[str] = []
-    for attempt, directory in enumerate(attempt_dirs(run)):
-        capture = build_capture(directory)
-        gaps += capture.gaps
-        tables.append(capture.table())
-        for rid, req in read_finished(directory).items():
-            if rid in recorded:
-                continue
-            steps = capture.outputs.get(rid)
-            if steps is not None and list(steps) != list(req.output_token_ids):
-                gaps.append(f"{rid}: vLLM's output differs from the step files")
-            recorded.add(rid)
-            source[rid] = (attempt, req)
-        for rid, ids in capture.outputs.items():
-            if rid in recorded:
-                continue
-            text = decode_output(vocab, ids) if vocab is not None else ""
-            reason = (
-                implied_finish_reason(ids, max_tokens.get(rid), vocab, ignore_eos)
-                if vocab is not None
-                else None
-            )
-            source[rid] = (
-                attempt,
-                GeneratedRequest(
-                    prompt_id=rid,
-                    vllm_request_id="",
-                    prompt_token_count=0,
-                    output_token_ids=tuple(ids),
-                    output_text=text,
-                    finish_reason=reason,
-                ),
-            )
-    parts = []
-    for attempt, table in enumerate(tables):
-        mine = [rid for rid, (a, _) in source.items() if a == attempt]
-        keep = pc.is_in(table.column("request_id"), pa.array(mine, pa.string()))
-        parts.append(table.filter(keep))
-    events = pa.concat_tables(parts) if parts else EVENTS_SCHEMA.empty_table()
-    requests = [req for _, (_, req) in sorted(source.items())]
-    return Salvage(requests, events, recorded, gaps, counters_from_events(events))
-
-
-def salvage_partial(
-    run: Path,
-    tokenizer: str,
-    langs: dict[str, str],
-    pairs: dict[str, str | None],
-    max_tokens: dict[str, int | None] | None = None,
-    ignore_eos: bool = False,
-) -> Salvage:
-    """Turn what the plugin and worker flushed before a crash into an analysable partial run.
-
-    Finished requests come from the worker's records, the others are rebuilt from the
-    recorded steps (every appended token is in them) and decoded with the run's
-    tokenizer, with the finish reason the steps imply; ``metrics.json`` then holds
-    counts derived from the events, marked as such, because vLLM's own counters died
-    with the engine. ``tokenlens trace --resume`` completes such a run.
-    """
-    found = salvage(run, tokenizer, max_tokens or {}, ignore_eos)
-    write_events(run, found.events)
-    pq.write_table(requests_table(found.requests, langs, pairs), run / REQUESTS)
-    metrics = {**found.counters.to_json(), "source": "events (engine died)"}
-    write_json_atomic(run / METRICS, metrics)
-    manifest = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
-    manifest.update(
-        status="partial",
-        salvaged_at=now_iso(),
-        capture_gaps=found.gaps,
-        salvage={
-            "requests": len(found.requests),
-            "finished": len(found.finished),
-            "unfinished": sorted(r.prompt_id for r in found.requests if r.finish_reason is None),
-        },
-    )
-    write_json_atomic(run / MANIFEST, manifest)
-    return found
-
-
 class RunWriter:
     """Creates a run directory: manifest (partial) first, data, then manifest complete."""
 
@@ -441,28 +251,47 @@ COUNTER_SOURCES = ("vllm", "derived")
 DERIVED_NOTE = "derived from events.parquet: these are not vLLM's counters"
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What :func:`finalize` found: the reconciliation's differences (empty: exact) and,
+    for a run with a capture directory, why its capture cannot be trusted (or None)."""
+
+    problems: list[str]
+    capture_problem: str | None = None
+
+
 def finalize(
     writer: RunWriter,
     requests: pa.Table,
-    events: pa.Table | None,
+    events: pa.Table | None = None,
     counters: SpecCounters | None = None,
     *,
     counters_source: str = "vllm",
+    capture: Path | None = None,
+    id_map: dict[str, str] | None = None,
+    keep: set[str] | None = None,
+    reported: dict[str, dict[str, Any]] | None = None,
     extra_manifest: dict[str, Any] | None = None,
-) -> list[str]:
+) -> Finished:
     """Finish a run directory: requests, metrics, events, reconciliation, ``complete``.
 
-    The one way a run is finished, so every writer leaves the same files in the same
-    order. ``counters_source="vllm"``: ``counters`` are vLLM's and the events are
-    reconciled against them. ``"derived"`` (replayed runs, which have no engine):
-    metrics.json holds counts computed from the events and says so, in its
-    ``source`` field and in the manifest's ``counters_source``. Returns the
-    reconciliation's differences (empty: exact); the caller decides how to fail.
-    """
-    from tokenlens.capture.reconcile import counters_from_events, reconcile
+    The one way a run is finished (trace, in-process or served; each bench case;
+    replay), so every writer leaves the same files in the same order.
+    ``counters_source="vllm"``: ``counters`` are vLLM's and the events are reconciled
+    against them. ``"derived"`` (replayed runs, which have no engine): metrics.json
+    holds counts computed from the events and says so, in its ``source`` field and in
+    the manifest's ``counters_source``.
 
+    The events are either given (``events``) or built from a plugin's ``capture``
+    directory (step files; ``id_map`` and ``keep`` as in
+    :func:`tokenlens.capture.events.build_capture`); a capture also records the
+    manifest's ``capture`` and ``per_request_reconciliation`` (against ``reported``,
+    vLLM's per-request figures). The caller decides how to fail on what it returns.
+    """
     if counters_source not in COUNTER_SOURCES:
         raise ValueError(f"counters_source must be one of {COUNTER_SOURCES}")
+    if events is not None and capture is not None:
+        raise ValueError("give events or a capture directory, not both")
     writer.write_requests(requests)
     if counters_source == "derived":
         if events is None:
@@ -473,16 +302,26 @@ def finalize(
         if counters is None:
             raise ValueError("counters_source='vllm' needs vLLM's counters")
         writer.write_metrics(counters)
+    recorded: Capture | None = None
+    if capture is not None:
+        recorded = build_capture(capture, id_map=id_map, keep=keep)
+        events = recorded.table()
     problems: list[str] = []
     if events is not None:
         write_events(writer.path, events)
         problems = reconcile(events, counters)
-    writer.complete(
-        **(extra_manifest or {}),
-        counters_source=counters_source,
-        reconciliation={"exact": not problems, "differences": problems},
-    )
-    return problems
+    fields: dict[str, Any] = {
+        "counters_source": counters_source,
+        "reconciliation": {"exact": not problems, "differences": problems},
+    }
+    capture_problem = None
+    if capture is not None and recorded is not None:
+        summary, per_request, capture_problem = record_capture(
+            capture, recorded, events, reported or {}, counters.num_drafts
+        )
+        fields.update(per_request_reconciliation=per_request, capture=summary)
+    writer.complete(**(extra_manifest or {}), **fields)
+    return Finished(problems, capture_problem)
 
 
 @dataclass(frozen=True)

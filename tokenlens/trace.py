@@ -17,12 +17,13 @@ from typing import Any
 import pyarrow as pa
 
 from tokenlens import __version__
-from tokenlens.capture.events import build_capture
+from tokenlens.capture.events import EVENTS_SCHEMA, build_capture
 from tokenlens.capture.reconcile import reconcile
-from tokenlens.capture.summary import record_capture
+from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import (
     METHODS_WITH_DRAFT_MODEL,
     EngineConfig,
+    PromptJob,
     SamplingConfig,
     SpeculativeSpec,
 )
@@ -35,27 +36,26 @@ from tokenlens.engine.runner import (
     effective_max_tokens,
     jobs_from_prompts,
 )
-from tokenlens.engine.worker import PromptJob
+from tokenlens.engine.server import ServerClient
 from tokenlens.errors import TokenlensError
-from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup, resolve_model
+from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup
+from tokenlens.models.resolve import resolve_model
 from tokenlens.models.tiny import TINY_LOAD_FORMAT, TINY_TOKENIZER, draft_load_options, is_tiny
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, normalise_lang, read_prompts
 from tokenlens.rundir import (
     CAPTURE,
-    EVENTS_SCHEMA,
     MANIFEST,
     METRICS,
     RESUME_PREFIX,
     RunWriter,
-    Salvage,
-    attempt_dirs,
+    finalize,
     now_iso,
     requests_table,
-    salvage_partial,
     write_events,
     write_json_atomic,
 )
+from tokenlens.salvage import Salvage, attempt_dirs, salvage_partial
 from tokenlens.signature import make_signature, parse_signature, sampling_label
 
 BASELINE = "none"
@@ -256,71 +256,6 @@ def config_from_json(data: dict[str, Any], out: Path) -> TraceConfig:
     return TraceConfig(out=out, **kwargs)
 
 
-def run_trace_server(config: TraceConfig, progress: Progress = SILENT) -> Path:
-    """Like :func:`run_trace`, against a running ``vllm serve``.
-
-    Request ids carry a per-run nonce so that the server's trace directory may hold
-    other runs; vLLM's counters are differenced around the run, so they are exact only
-    if no other client uses the server meanwhile (the reconciliation says so if not).
-    """
-    from tokenlens.server import ServerClient
-
-    assert config.server is not None
-    if config.server_trace_dir is None:
-        raise TokenlensError(
-            "--server needs --server-trace-dir: where the server's TOKENLENS_TRACE_DIR is visible"
-        )
-    prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
-    client = ServerClient(config.server)
-    served = client.model()
-    manifest = manifest_for(
-        replace(config, model=served, tokenizer=config.tokenizer or served),
-        prompts,
-        client.version(),
-    )
-    manifest["server"] = {"url": config.server, "trace_dir": str(config.server_trace_dir)}
-    writer = RunWriter(config.out, manifest, config.overwrite)
-    nonce = secrets.token_hex(4)
-    jobs = [
-        replace(job, request_id=f"tl{nonce}-{job.prompt_id}")
-        for job in jobs_from_prompts(
-            prompts, chat=True, cap=config.cap_tokens, default=config.sampling.max_tokens
-        )
-    ]
-    progress.stage("generate", total=len(jobs), unit="prompt")
-    before = client.counters()
-    requests, wall = client.run(served, jobs, config.sampling, config.concurrency, progress)
-    counters = client.counters() - before
-    langs = {p.id: p.lang for p in prompts}
-    pairs = {p.id: p.pair for p in prompts}
-    writer.write_requests(requests_table(requests, langs, pairs))
-    writer.write_metrics(counters)
-    id_map = {job.rid: job.prompt_id for job in jobs}
-    capture = build_capture(config.server_trace_dir, id_map=id_map, keep=set(id_map.values()))
-    write_events(config.out, capture.table())
-    problems = reconcile(capture.table(), counters)
-    summary, per_request, _ = record_capture(
-        config.server_trace_dir, capture, capture.table(), reported_per_request(requests),
-        counters.num_drafts,
-    )  # fmt: skip
-    writer.complete(
-        timing={
-            "wall_seconds": wall,
-            "output_tokens": sum(len(r.output_token_ids) for r in requests),
-        },
-        reconciliation={"exact": not problems, "differences": problems},
-        per_request_reconciliation=per_request,
-        capture=summary,
-    )
-    note_lost_identities(summary, progress)
-    if problems:
-        raise TokenlensError(
-            f"events do not match the server's counters ({'; '.join(problems)}); "
-            f"was another client using the server? Run kept at {config.out}"
-        )
-    return config.out
-
-
 def trace_jobs(config: TraceConfig, prompts: list[Prompt]) -> list[PromptJob]:
     """What the engine is sent: each prompt's length from its own, ``--max-tokens``, the cap."""
     return jobs_from_prompts(
@@ -328,18 +263,29 @@ def trace_jobs(config: TraceConfig, prompts: list[Prompt]) -> list[PromptJob]:
     )
 
 
-def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
-    """Generate every selected prompt and write the run directory ``config.out``.
+@dataclass
+class _Traced:
+    """What differs between tracing with a local engine and against ``vllm serve``."""
 
-    Every prompt is measured with the target's tokenizer before the engine starts
-    (:func:`check_prompt_lengths`). The plugin records into ``out/capture/``;
-    afterwards the steps become ``events.parquet`` and are reconciled with vLLM's
-    counters. If the engine dies, whatever was recorded is still written, and the run
-    is marked ``partial``; :func:`resume_trace` completes it.
-    """
-    if config.server is not None:
-        return run_trace_server(config, progress)
-    prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
+    backend: Backend
+    jobs: list[PromptJob]
+    manifest: dict[str, Any]
+    capture: Path  # where the plugin's step files are
+    id_map: dict[str, str] | None = None  # None: the worker's submitted-*.jsonl
+    keep: set[str] | None = None
+    start: str | None = None  # the progress stage of starting the backend
+    mismatch: str = "vLLM's counters"  # whose counters a failed reconciliation names
+    kept: str = "; run kept at"  # what to suspect when they differ, and where the run is
+    # Refuse a run whose capture state is bad (a server's trace directory is shared,
+    # so its status files may be other runs').
+    strict_capture: bool = True
+    # The capture directory is this run's own: emptied first, and salvaged into an
+    # analysable partial run if the backend dies (a server's is shared: neither).
+    own_capture: bool = True
+
+
+def _local(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _Traced:
+    """A vLLM engine in a worker subprocess, recording into ``out/capture/``."""
     precheck_capture(config, progress)
     jobs = trace_jobs(config, prompts)
     RunWriter.check_free(config.out, config.overwrite)
@@ -355,47 +301,122 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     )
     if note:
         progress.note(note)
-    vllm_version = installed_vllm()
-    writer = RunWriter(config.out, manifest_for(config, prompts, vllm_version), config.overwrite)
-    shutil.rmtree(capture_dir, ignore_errors=True)
+    manifest = manifest_for(config, prompts, installed_vllm())
+    engine = Engine(engine_config, log_path=config.out / "engine.log", progress=progress)
+    return _Traced(engine, jobs, manifest, capture_dir, start="start the vLLM engine")
+
+
+def _served(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _Traced:
+    """A running ``vllm serve`` whose plugin records into ``--server-trace-dir``.
+
+    Request ids carry a per-run nonce so that the server's trace directory may hold
+    other runs; vLLM's counters are differenced around the run, so they are exact only
+    if no other client uses the server meanwhile (the reconciliation says so if not).
+    """
+    assert config.server is not None
+    if config.server_trace_dir is None:
+        raise TokenlensError(
+            "--server needs --server-trace-dir: where the server's TOKENLENS_TRACE_DIR is visible"
+        )
+    client = ServerClient(config.server, progress=progress)
+    manifest = served_manifest(config, prompts, client, config.server, config.server_trace_dir)
+    nonce = secrets.token_hex(4)
+    jobs = [
+        replace(job, request_id=f"tl{nonce}-{job.prompt_id}")
+        for job in jobs_from_prompts(
+            prompts, chat=True, cap=config.cap_tokens, default=config.sampling.max_tokens
+        )
+    ]
+    id_map = {job.rid: job.prompt_id for job in jobs}
+    return _Traced(
+        client,
+        jobs,
+        manifest,
+        config.server_trace_dir,
+        id_map=id_map,
+        keep=set(id_map.values()),
+        mismatch="the server's counters",
+        kept="; was another client using the server? Run kept at",
+        strict_capture=False,
+        own_capture=False,
+    )
+
+
+def served_manifest(
+    config: TraceConfig,
+    prompts: list[Prompt],
+    client: ServerClient,
+    url: str | None,
+    trace_dir: Path | None,
+) -> dict[str, Any]:
+    """The manifest of a run against ``vllm serve`` at ``url``: the served model names it."""
+    served = client.model()
+    manifest = manifest_for(
+        replace(config, model=served, tokenizer=config.tokenizer or served),
+        prompts,
+        client.version(),
+    )
+    manifest["server"] = {"url": url, "trace_dir": str(trace_dir)}
+    return manifest
+
+
+def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
+    """Generate every selected prompt and write the run directory ``config.out``.
+
+    With a local engine, every prompt is measured with the target's tokenizer before
+    the engine starts (:func:`check_prompt_lengths`) and the plugin records into
+    ``out/capture/``; with ``config.server`` the requests go to a running ``vllm
+    serve`` whose plugin records into ``config.server_trace_dir``. Either way the steps
+    become ``events.parquet`` and are reconciled with vLLM's counters
+    (:func:`tokenlens.rundir.finalize`). If a local engine dies, whatever was recorded
+    is still written, and the run is marked ``partial``; :func:`resume_trace`
+    completes it.
+    """
+    prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
+    side = _served if config.server is not None else _local
+    traced = side(config, prompts, progress)
+    writer = RunWriter(config.out, traced.manifest, config.overwrite)
+    if traced.own_capture:
+        shutil.rmtree(traced.capture, ignore_errors=True)
     langs = {p.id: p.lang for p in prompts}
     pairs = {p.id: p.pair for p in prompts}
-    engine = Engine(engine_config, log_path=config.out / "engine.log", progress=progress)
     result = _generate(
-        engine,
+        traced.backend,
         config,
-        jobs,
-        (jobs, langs, pairs),
+        traced.jobs,
+        (traced.jobs, langs, pairs) if traced.own_capture else None,
         f"partial run written to {config.out} "
         f"(continue it with: tokenlens trace --resume {config.out})",
         progress,
+        traced.start,
     )
-    writer.write_requests(requests_table(list(result.requests), langs, pairs))
-    writer.write_metrics(result.counters)
-    capture = build_capture(capture_dir)
-    write_events(config.out, capture.table())
-    problems = reconcile(capture.table(), result.counters)
-    summary, per_request, capture_failed = record_capture(
-        capture_dir, capture, capture.table(), reported_per_request(result.requests),
-        result.counters.num_drafts,
-    )  # fmt: skip
-    out_tokens = sum(len(r.output_token_ids) for r in result.requests)
-    writer.complete(
-        vllm_version=result.vllm_version,
-        timing={"wall_seconds": result.wall_seconds, "output_tokens": out_tokens},
-        reconciliation={"exact": not problems, "differences": problems},
-        per_request_reconciliation=per_request,
-        capture=summary,
-        num_preemptions=result.info.get("num_preemptions"),
-        dtype=engine.info.get("dtype"),
+    done = finalize(
+        writer,
+        requests_table(list(result.requests), langs, pairs),
+        counters=result.counters,
+        capture=traced.capture,
+        id_map=traced.id_map,
+        keep=traced.keep,
+        reported=reported_per_request(result.requests),
+        extra_manifest={
+            "vllm_version": result.vllm_version,
+            "timing": {
+                "wall_seconds": result.wall_seconds,
+                "output_tokens": sum(len(r.output_token_ids) for r in result.requests),
+            },
+            **{k: result.info[k] for k in ("num_preemptions",) if k in result.info},
+            **{k: traced.backend.info[k] for k in ("dtype",) if k in traced.backend.info},
+        },
     )
+    summary = writer.manifest["capture"]
     note_lost_identities(summary, progress)
-    if problems:
+    if done.problems:
         raise TokenlensError(
-            f"events do not match vLLM's counters ({'; '.join(problems)}); run kept at {config.out}"
+            f"events do not match {traced.mismatch} ({'; '.join(done.problems)}){traced.kept} "
+            f"{config.out}"
         )
-    if capture_failed is not None:
-        raise TokenlensError(f"{capture_failed}; run kept at {config.out}")
+    if traced.strict_capture and done.capture_problem is not None:
+        raise TokenlensError(f"{done.capture_problem}; run kept at {config.out}")
     return config.out
 
 
@@ -435,23 +456,28 @@ def note_lost_identities(summary: dict[str, Any], progress: Progress) -> None:
 
 
 def _generate(
-    engine: Engine,
+    backend: Backend,
     config: TraceConfig,
     jobs: list[PromptJob],
-    run: tuple[list[PromptJob], dict[str, str], dict[str, str | None]],
+    run: tuple[list[PromptJob], dict[str, str], dict[str, str | None]] | None,
     if_dead: str,
     progress: Progress,
+    start: str | None = "start the vLLM engine",
 ) -> GenerationResult:
-    """Start the engine and generate ``jobs``; if it dies, salvage the run and say ``if_dead``.
+    """Start the backend and generate ``jobs``; if it dies, salvage the run and say ``if_dead``.
 
-    ``run`` is every job of the run with its languages and pairs (what salvage needs).
+    ``run`` is every job of the run with its languages and pairs (what salvage needs);
+    None: nothing to salvage (a server's errors are reported as they are).
     """
-    progress.stage("start the vLLM engine")
+    if start is not None:
+        progress.stage(start)
     try:
-        with engine:
+        with backend:
             progress.stage("generate", total=len(jobs), unit="prompt")
-            return engine.generate(jobs, config.sampling, config.concurrency)
+            return backend.generate(jobs, config.sampling, config.concurrency)
     except TokenlensError as exc:
+        if run is None:
+            raise
         _salvage(config, *run)
         raise TokenlensError(f"{exc} — {if_dead}") from None
 

@@ -22,8 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenlens.analysis import AnalyzeConfig, run_analyze
+from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.engine.results import SpecCounters
-from tokenlens.rundir import EVENTS, EVENTS_SCHEMA, REQUESTS_SCHEMA, RunWriter
+from tokenlens.rundir import EVENTS, REQUESTS_SCHEMA, RunWriter
 
 JA_IDS = [128976, 105188, 5373, 102356, 46553, 15767]
 EN_IDS = [785, 3974, 13876, 38835, 34208]

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.capture.reconcile import reconcile, reconcile_per_request
-from tokenlens.rundir import EVENTS_SCHEMA
 
 pytest.importorskip("vllm", reason="the vLLM CPU build is part of the test environment")
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.cli import main
 from tokenlens.engine.results import GeneratedRequest
 from tokenlens.errors import TokenlensError
@@ -16,7 +17,6 @@ from tokenlens.replay.run import replayed_signature
 from tokenlens.replay.source import read_source
 from tokenlens.rundir import (
     DERIVED_NOTE,
-    EVENTS_SCHEMA,
     MANIFEST_KEYS,
     RunWriter,
     finalize,
@@ -70,7 +70,7 @@ def make_source(path: Path, temperature: float = 0.0, prompt_ids: bool = True) -
         table,
         None,
         counters_source="derived",
-    )
+    ).problems
     assert problems == []
     return path
 

@@ -40,8 +40,7 @@ from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_po
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import FREE, TRAINED, Rules, compute_parts, decide, families
-from tokenlens.capture.reconcile import counters_from_events, reconcile
-from tokenlens.engine.results import SpecCounters
+from tokenlens.capture.reconcile import reconciliation
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import read_run, write_json_atomic
@@ -116,16 +115,11 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     for run, label in zip(runs, labels, strict=True):
         frames.append(join_run(run, label, config.tokenizer))
         spec = run.manifest["speculative"]
-        problems = reconcile(run.events, run.metrics) if run.events is not None else ["no events"]
-        # The counters the events imply, padded to vLLM's width so that equal means equal.
-        derived = (
-            (
-                counters_from_events(run.events)
-                + SpecCounters(accepted_per_position=(0,) * len(run.metrics.accepted_per_position))
-            ).to_json()
-            if run.events is not None
-            else None
-        )
+        problems: list[str] = ["no events"]
+        derived = None  # the counters the events imply, padded to vLLM's width
+        if run.events is not None:
+            counted = reconciliation(run.events, run.metrics)
+            problems, derived = counted.problems, counted.events.to_json()
         replayed = run.manifest.get("replayed_from")
         infos.append(
             RunInfo(

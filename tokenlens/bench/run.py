@@ -31,21 +31,20 @@ from tokenlens.bench.results_csv import (
     Row,
     write_results,
 )
-from tokenlens.capture.events import build_capture, load_id_map
-from tokenlens.capture.reconcile import reconcile
-from tokenlens.capture.summary import record_capture
-from tokenlens.engine.config import EngineConfig, SamplingConfig
+from tokenlens.capture.events import load_id_map
+from tokenlens.engine.backend import Backend
+from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
 from tokenlens.engine.runner import Engine, jobs_from_prompts
-from tokenlens.engine.worker import PromptJob
+from tokenlens.engine.server import ServerClient
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import (
     CAPTURE,
     RunWriter,
+    finalize,
     now_iso,
     requests_table,
-    write_events,
     write_json_atomic,
 )
 from tokenlens.signature import make_signature, parse_signature
@@ -55,6 +54,7 @@ from tokenlens.trace import (
     installed_vllm,
     manifest_for,
     reported_per_request,
+    served_manifest,
 )
 
 CASE_JSON = "case.json"
@@ -386,6 +386,27 @@ class _Bench:
             )
         return repeats, results[0]
 
+    def run_case(self, case: Case, backend: Backend, capture_dir: Path | None) -> Row:
+        """Measure ``case`` on ``backend``, write its run directory, return its row."""
+        plan, config = self.plan, self.config
+        sampling = sampling_config(plan)
+        repeats, first = self.measure(
+            case,
+            lambda jobs: backend.generate(jobs, sampling, plan.concurrency),
+            backend.counters,
+        )
+        tconf = trace_config(plan, case, config.out, config.cache)
+        if isinstance(backend, ServerClient):
+            manifest = served_manifest(
+                tconf, list(case.prompts), backend, config.server, config.server_trace_dir
+            )
+        else:
+            manifest = manifest_for(tconf, list(case.prompts), first.vllm_version)
+        manifest["argv"] = list(config.argv)
+        return self.write_run(
+            case, manifest, first, capture_dir, repeats, backend.info.get("dtype")
+        )
+
     def write_run(
         self,
         case: Case,
@@ -431,40 +452,37 @@ class _Bench:
         prefix = f"{case.slug}.r0."
         # The engine reports our per-repeat request ids; the run directory uses prompt ids.
         requests = [replace(r, prompt_id=r.prompt_id.removeprefix(prefix)) for r in first.requests]
-        writer.write_requests(requests_table(requests, langs, pairs))
-        writer.write_metrics(first.counters)
-        problems: list[str] = []
-        recorded: dict[str, Any] = {}
+        id_map = None
         if capture_dir is not None:
-            id_map = {
-                internal: rid[len(prefix) :]
-                for internal, rid in load_id_map(capture_dir).items()
-                if rid.startswith(prefix)
-            }
             if self.config.server is not None:  # the client's ids are the map's keys
                 id_map = {f"{prefix}{p.id}": p.id for p in case.prompts}
-            capture = build_capture(capture_dir, id_map=id_map, keep=set(langs))
-            write_events(run_dir, capture.table())
-            problems = reconcile(capture.table(), first.counters)
-            summary, per_request, _ = record_capture(
-                capture_dir, capture, capture.table(), reported_per_request(requests),
-                first.counters.num_drafts,
-            )  # fmt: skip
-            recorded = {"capture": summary, "per_request_reconciliation": per_request}
-        writer.complete(
-            vllm_version=first.vllm_version,
-            timing={
-                "wall_seconds": first.wall_seconds,
-                "output_tokens": sum(len(r.output_token_ids) for r in first.requests),
+            else:
+                id_map = {
+                    internal: rid[len(prefix) :]
+                    for internal, rid in load_id_map(capture_dir).items()
+                    if rid.startswith(prefix)
+                }
+        done = finalize(
+            writer,
+            requests_table(requests, langs, pairs),
+            counters=first.counters,
+            capture=capture_dir,
+            id_map=id_map,
+            keep=set(langs),
+            reported=reported_per_request(requests),
+            extra_manifest={
+                "vllm_version": first.vllm_version,
+                "timing": {
+                    "wall_seconds": first.wall_seconds,
+                    "output_tokens": sum(len(r.output_token_ids) for r in first.requests),
+                },
+                "dtype": dtype,
             },
-            reconciliation={"exact": not problems, "differences": problems},
-            dtype=dtype,
-            **recorded,
         )
-        if problems:
+        if done.problems:
             raise TokenlensError(
                 f"case {case.case_id}: events do not match vLLM's counters "
-                f"({'; '.join(problems)}); run kept at {run_dir}"
+                f"({'; '.join(done.problems)}); run kept at {run_dir}"
             )
         rel = str(run_dir.relative_to(self.out))
         return case_row(case, self.plan, repeats, rel, writer.manifest["signature"], dtype)
@@ -486,43 +504,66 @@ def _requests_total(plan: Plan, cases: Sequence[Case]) -> int:
 
 
 def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
-    """Run (or resume) every case of the plan and write results.csv and results.md."""
+    """Run (or resume) every case of the plan and write results.csv and results.md.
+
+    Locally, one engine per group of consecutive cases that share model, method and k;
+    with ``config.server``, the running ``vllm serve`` (:func:`_server`). Either is a
+    :class:`~tokenlens.engine.backend.Backend`, measured the same way.
+    """
     plan = validated_plan(config.plan, require_vllm=config.server is None)
-    if config.server is not None:
-        return _run_server(config, plan, progress)
+    server = _server(config, plan, progress) if config.server is not None else None
     bench = _Bench(config, plan, progress)
-    resumed = bench.prepare(installed_vllm())
+    resumed = bench.prepare(server.version() if server is not None else installed_vllm())
     pending = bench.pending()
-    for case in pending:  # build embedded models before the progress bar starts
-        build_engine_config(trace_config(plan, case, config.out, config.cache), progress)
+    if server is None:
+        for case in pending:  # build embedded models before the progress bar starts
+            build_engine_config(trace_config(plan, case, config.out, config.cache), progress)
     progress.stage("bench", total=_requests_total(plan, pending), unit="req")
-    sampling = sampling_config(plan)
     for group in _groups(pending):
-        first = group[0]
-        engine_slug = f"{first.model.name}.{first.label}"
-        capture_dir = config.out / CAPTURE / engine_slug
-        shutil.rmtree(capture_dir, ignore_errors=True)
-        econf = engine_config(plan, first, capture_dir, config.cache)
-        log = config.out / "logs" / f"{engine_slug}.log"
-        progress.note(f"starting vLLM for {engine_slug} (log: {log})")
-        with Engine(econf, log_path=log, progress=progress) as engine:
-            dtype = engine.info.get("dtype")
+        backend, capture_dir = (
+            (server, config.server_trace_dir) if server is not None else _engine(bench, group[0])
+        )
+        with backend:
             for case in group:
-                repeats, first_result = bench.measure(
-                    case,
-                    lambda jobs: engine.generate(jobs, sampling, plan.concurrency),
-                    engine.counters,
-                )
-                manifest = manifest_for(
-                    trace_config(plan, case, config.out, config.cache),
-                    list(case.prompts),
-                    first_result.vllm_version,
-                )
-                manifest["argv"] = list(config.argv)
-                row = bench.write_run(case, manifest, first_result, capture_dir, repeats, dtype)
+                row = bench.run_case(case, backend, capture_dir)
                 bench.finish_case(case, row)
                 progress.note(f"done {case.case_id}: {row['tok_s']:.2f} tok/s")
     return _finish(bench, resumed)
+
+
+def _engine(bench: _Bench, first: Case) -> tuple[Backend, Path]:
+    """The local engine of ``first``'s group and the capture directory it records into."""
+    config, plan = bench.config, bench.plan
+    engine_slug = f"{first.model.name}.{first.label}"
+    capture_dir = config.out / CAPTURE / engine_slug
+    shutil.rmtree(capture_dir, ignore_errors=True)
+    econf = engine_config(plan, first, capture_dir, config.cache)
+    log = config.out / "logs" / f"{engine_slug}.log"
+    bench.progress.note(f"starting vLLM for {engine_slug} (log: {log})")
+    return Engine(econf, log_path=log, progress=bench.progress), capture_dir
+
+
+def _server(config: BenchConfig, plan: Plan, progress: Progress) -> ServerClient:
+    """A running ``vllm serve``: streaming for timing, /metrics for acceptance.
+
+    The server runs one configuration, so the plan must describe exactly one engine
+    (one model, one method, one k): those entries label the rows. vLLM's counters are
+    differenced around each repeat; they are exact only if nobody else uses the server.
+    """
+    keys = {c.engine_key for c in plan.cases}
+    if len(keys) != 1:
+        raise TokenlensError(
+            f"{config.plan}: --server measures the one configuration the server runs, "
+            f"but the plan has {len(keys)} model/method/k combinations"
+        )
+    client = ServerClient(
+        config.server or "",
+        chat_template_kwargs={"enable_thinking": plan.sampling.thinking},
+        stream=True,
+        progress=progress,
+    )
+    client.model()  # reachable and serving, before the output directory is touched
+    return client
 
 
 def _finish(bench: _Bench, resumed: int) -> BenchResult:
@@ -535,47 +576,3 @@ def _finish(bench: _Bench, resumed: int) -> BenchResult:
         rows=bench.ordered_rows(),
         resumed=resumed,
     )
-
-
-def _run_server(config: BenchConfig, plan: Plan, progress: Progress) -> BenchResult:
-    """Measure a running ``vllm serve``: streaming for timing, /metrics for acceptance.
-
-    The server runs one configuration, so the plan must describe exactly one engine
-    (one model, one method, one k): those entries label the rows. vLLM's counters are
-    differenced around each case; they are exact only if nobody else uses the server.
-    """
-    from tokenlens.server import ServerClient
-
-    keys = {c.engine_key for c in plan.cases}
-    if len(keys) != 1:
-        raise TokenlensError(
-            f"{config.plan}: --server measures the one configuration the server runs, "
-            f"but the plan has {len(keys)} model/method/k combinations"
-        )
-    client = ServerClient(
-        config.server or "", chat_template_kwargs={"enable_thinking": plan.sampling.thinking}
-    )
-    served = client.model()
-    version = client.version()
-    bench = _Bench(config, plan, progress)
-    resumed = bench.prepare(version)
-    pending = bench.pending()
-    progress.stage("bench", total=_requests_total(plan, pending), unit="req")
-    sampling = sampling_config(plan)
-
-    def generate(jobs: list[PromptJob]) -> GenerationResult:
-        before = client.counters()
-        requests, wall = client.run(served, jobs, sampling, plan.concurrency, progress, stream=True)
-        return GenerationResult(tuple(requests), wall, client.counters() - before, version)
-
-    for case in pending:
-        repeats, first_result = bench.measure(case, generate, client.counters)
-        tconf = replace(
-            trace_config(plan, case, config.out, config.cache), model=served, tokenizer=served
-        )
-        manifest = manifest_for(tconf, list(case.prompts), version)
-        manifest["argv"] = list(config.argv)
-        manifest["server"] = {"url": config.server, "trace_dir": str(config.server_trace_dir)}
-        row = bench.write_run(case, manifest, first_result, config.server_trace_dir, repeats, None)
-        bench.finish_case(case, row)
-    return _finish(bench, resumed)

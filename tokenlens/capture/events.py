@@ -25,6 +25,20 @@ _CHILD = re.compile(r"^(?P<index>\d+)_(?P<parent>.+)$")
 # vLLM's OpenAI server prefixes request ids before adding its own suffix.
 SERVER_ID_PREFIXES = ("chatcmpl-", "cmpl-")
 
+# ``events.parquet`` of a run directory (docs/formats.md): one row per draft token per
+# verification step.
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("step", pa.int64()),
+        ("position", pa.int64()),
+        ("draft_token_id", pa.int64()),
+        ("accepted", pa.bool_()),
+        ("emitted_token_id", pa.int64()),
+        ("output_index", pa.int64()),
+    ]
+)
+
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Records of a JSONL file, skipping a torn last line (a killed writer)."""
@@ -67,20 +81,7 @@ def run_request_id(engine_id: str, id_map: dict[str, str]) -> str:
 class Capture:
     """Everything recorded: events per the contract, and outputs rebuilt from steps."""
 
-    rows: dict[str, list[Any]] = field(
-        default_factory=lambda: {
-            k: []
-            for k in (
-                "request_id",
-                "step",
-                "position",
-                "draft_token_id",
-                "accepted",
-                "emitted_token_id",
-                "output_index",
-            )
-        }
-    )
+    rows: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in EVENTS_SCHEMA.names})
     outputs: dict[str, list[int]] = field(default_factory=dict)
     gaps: list[str] = field(default_factory=list)
     # The hook's self-timing per step line: (hook s on the scheduler thread, wall s since
@@ -88,8 +89,6 @@ class Capture:
     timing: list[tuple[float, float | None, float | None]] = field(default_factory=list)
 
     def table(self) -> pa.Table:
-        from tokenlens.rundir import EVENTS_SCHEMA
-
         return pa.table(self.rows, schema=EVENTS_SCHEMA)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -31,20 +32,49 @@ def counters_from_events(events: pa.Table) -> SpecCounters:
     )
 
 
+COUNTS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """Events against vLLM's counters: ``ours - vllm`` on :class:`SpecCounters`.
+
+    ``events`` are the counters the events imply, padded to vLLM's per-position width
+    (so that equal means equal); ``difference`` is ``events - vllm``, zero when exact.
+    """
+
+    events: SpecCounters
+    vllm: SpecCounters
+    difference: SpecCounters
+    problems: list[str]
+
+    @property
+    def exact(self) -> bool:
+        return not self.problems
+
+
+def reconciliation(events: pa.Table, vllm: SpecCounters) -> Reconciliation:
+    """Compare the events with vLLM's counters (every field, per position too)."""
+    derived = counters_from_events(events)
+    difference = derived - vllm
+    width = len(difference.accepted_per_position)
+    ours, theirs = derived.padded(width), vllm.padded(width)
+    problems = [
+        f"{name}: events {getattr(ours, name)} != vLLM {getattr(theirs, name)}"
+        for name in COUNTS
+        if getattr(difference, name)
+    ]
+    if any(difference.accepted_per_position):
+        problems.append(
+            f"accepted_per_position: events {list(ours.accepted_per_position)} "
+            f"!= vLLM {list(theirs.accepted_per_position)}"
+        )
+    return Reconciliation(ours, vllm, difference, problems)
+
+
 def reconcile(events: pa.Table, vllm: SpecCounters) -> list[str]:
     """Differences between events and vLLM's counters (empty list: exact match)."""
-    ours = counters_from_events(events)
-    problems = []
-    for name in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
-        a, b = getattr(ours, name), getattr(vllm, name)
-        if a != b:
-            problems.append(f"{name}: events {a} != vLLM {b}")
-    width = max(len(ours.accepted_per_position), len(vllm.accepted_per_position))
-    a_pos = list(ours.accepted_per_position) + [0] * (width - len(ours.accepted_per_position))
-    b_pos = list(vllm.accepted_per_position) + [0] * (width - len(vllm.accepted_per_position))
-    if a_pos != b_pos:
-        problems.append(f"accepted_per_position: events {a_pos} != vLLM {b_pos}")
-    return problems
+    return reconciliation(events, vllm).problems
 
 
 def per_step_counts(events: pa.Table) -> dict[str, tuple[list[int], list[int]]]:

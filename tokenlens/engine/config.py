@@ -93,3 +93,22 @@ class EngineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class PromptJob:
+    """One prompt to generate: chat messages (rendered by the model's template) or raw text.
+
+    ``request_id`` (default: the prompt id) is the id vLLM sees; it must be unique
+    among the requests of one ``generate`` call.
+    """
+
+    prompt_id: str
+    messages: list[dict[str, str]] | None
+    text: str | None
+    max_tokens: int | None
+    request_id: str | None = None
+
+    @property
+    def rid(self) -> str:
+        return self.request_id or self.prompt_id

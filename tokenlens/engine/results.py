@@ -6,7 +6,8 @@ directories without touching vLLM types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # vLLM's own metric names (``LLM.get_metrics()`` and the server's /metrics).
@@ -25,17 +26,30 @@ class SpecCounters:
     num_accepted_tokens: int = 0
     accepted_per_position: tuple[int, ...] = ()
 
+    def padded(self, width: int) -> SpecCounters:
+        """The same counters with ``accepted_per_position`` zero-padded to ``width``.
+
+        A position vLLM never reported and a position with zero accepted drafts are the
+        same count; padding is the one place that says so.
+        """
+        missing = width - len(self.accepted_per_position)
+        if missing <= 0:
+            return self
+        return replace(self, accepted_per_position=self.accepted_per_position + (0,) * missing)
+
     def _combine(self, other: SpecCounters, sign: int) -> SpecCounters:
         width = max(len(self.accepted_per_position), len(other.accepted_per_position))
-        mine = list(self.accepted_per_position) + [0] * (width - len(self.accepted_per_position))
-        theirs = list(other.accepted_per_position) + [0] * (
-            width - len(other.accepted_per_position)
-        )
+        mine, theirs = self.padded(width), other.padded(width)
         return SpecCounters(
             num_drafts=self.num_drafts + sign * other.num_drafts,
             num_draft_tokens=self.num_draft_tokens + sign * other.num_draft_tokens,
             num_accepted_tokens=self.num_accepted_tokens + sign * other.num_accepted_tokens,
-            accepted_per_position=tuple(a + sign * b for a, b in zip(mine, theirs, strict=True)),
+            accepted_per_position=tuple(
+                a + sign * b
+                for a, b in zip(
+                    mine.accepted_per_position, theirs.accepted_per_position, strict=True
+                )
+            ),
         )
 
     def __sub__(self, before: SpecCounters) -> SpecCounters:
@@ -64,6 +78,30 @@ class SpecCounters:
             "num_accepted_tokens": self.num_accepted_tokens,
             "accepted_per_position": list(self.accepted_per_position),
         }
+
+    @classmethod
+    def from_metric(
+        cls, name: str, value: float | Sequence[float], position: int | None = None
+    ) -> SpecCounters:
+        """One sample of one of vLLM's counters as counters (zero elsewhere).
+
+        Summing these over samples (label sets, engines) gives vLLM's totals: the offline
+        ``LLM.get_metrics()`` reports ``accepted_per_pos`` as one vector, the server's
+        Prometheus text as one sample per ``position`` label. Other names count nothing.
+        """
+        if name == ACCEPTED_PER_POS:
+            if isinstance(value, Sequence):
+                return cls(accepted_per_position=tuple(int(v) for v in value))
+            assert position is not None, "a per-position sample needs its position"
+            return cls(accepted_per_position=(0,) * position + (int(value),))
+        assert not isinstance(value, Sequence)
+        if name == NUM_DRAFTS:
+            return cls(num_drafts=int(value))
+        if name == NUM_DRAFT_TOKENS:
+            return cls(num_draft_tokens=int(value))
+        if name == NUM_ACCEPTED:
+            return cls(num_accepted_tokens=int(value))
+        return cls()
 
     @classmethod
     def from_request_metrics(cls, metrics: dict[str, Any]) -> SpecCounters:

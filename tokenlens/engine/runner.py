@@ -17,9 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tokenlens.engine.config import EngineConfig, SamplingConfig
+from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.results import GenerationResult, SpecCounters
-from tokenlens.engine.worker import PromptJob
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt
@@ -172,6 +171,8 @@ def _last_error(log: Path) -> str:
 class Engine:
     """A vLLM engine in a worker subprocess; use as a context manager.
 
+    The in-process :class:`tokenlens.engine.backend.Backend`.
+
     ``log_path`` receives everything vLLM prints (it is verbose); errors raised here
     quote its last error line and name the file.
     """
@@ -288,6 +289,10 @@ class Engine:
         """Run ``module:function(llm, *args, progress=...)`` in the worker, next to vLLM."""
         self._send(("call", function, args))
         return self._wait(None, f"run {function}")
+
+    def version(self) -> str:
+        """The version of the vLLM this engine runs (known once it started)."""
+        return str(self.info.get("vllm_version", "unknown"))
 
     def counters(self) -> SpecCounters:
         """vLLM's cumulative spec-decode counters for this engine."""

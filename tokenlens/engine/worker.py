@@ -30,12 +30,12 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
 from tokenlens.capture import TRACE_DIR_ENV
-from tokenlens.engine.config import EngineConfig, SamplingConfig
+from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.results import (
     ACCEPTED_PER_POS,
     NUM_ACCEPTED,
@@ -50,25 +50,6 @@ from tokenlens.engine.results import (
 GiB = 1 << 30
 PREEMPTIONS = "vllm:num_preemptions"
 CPU_KV_CACHE_BYTES = 2 * GiB
-
-
-@dataclass(frozen=True)
-class PromptJob:
-    """One prompt to generate: chat messages (rendered by the model's template) or raw text.
-
-    ``request_id`` (default: the prompt id) is the id vLLM sees; it must be unique
-    among the requests of one ``generate`` call.
-    """
-
-    prompt_id: str
-    messages: list[dict[str, str]] | None
-    text: str | None
-    max_tokens: int | None
-    request_id: str | None = None
-
-    @property
-    def rid(self) -> str:
-        return self.request_id or self.prompt_id
 
 
 def cpu_thread_env(cores: int | None = None) -> dict[str, str]:
@@ -149,22 +130,13 @@ def _spec_decode_metrics(seq: Any) -> dict[str, Any] | None:
 
 def read_counters(llm: Any) -> SpecCounters:
     """vLLM's spec-decode counters, summed over label sets (engines)."""
-    totals = {NUM_DRAFTS: 0, NUM_DRAFT_TOKENS: 0, NUM_ACCEPTED: 0}
-    per_pos: list[int] = []
+    total = SpecCounters()
     for metric in llm.get_metrics():
-        if metric.name in totals:
-            totals[metric.name] += int(metric.value)
-        elif metric.name == ACCEPTED_PER_POS:
-            values = [int(v) for v in metric.values]
-            per_pos += [0] * (len(values) - len(per_pos))
-            for i, v in enumerate(values):
-                per_pos[i] += v
-    return SpecCounters(
-        num_drafts=totals[NUM_DRAFTS],
-        num_draft_tokens=totals[NUM_DRAFT_TOKENS],
-        num_accepted_tokens=totals[NUM_ACCEPTED],
-        accepted_per_position=tuple(per_pos),
-    )
+        if metric.name == ACCEPTED_PER_POS:
+            total += SpecCounters.from_metric(metric.name, metric.values)
+        elif metric.name in (NUM_DRAFTS, NUM_DRAFT_TOKENS, NUM_ACCEPTED):
+            total += SpecCounters.from_metric(metric.name, metric.value)
+    return total
 
 
 def read_total(llm: Any, name: str) -> int:

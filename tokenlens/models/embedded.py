@@ -190,18 +190,3 @@ def ensure_pair(
         ensure_model(TARGET, cache, progress, full_check),
         ensure_model(DRAFTER, cache, progress, full_check),
     )
-
-
-def resolve_model(name: str | None, cache: Path | None = None, progress: Progress = SILENT) -> str:
-    """A model argument as vLLM wants it: embedded and tiny names are built and become paths."""
-    # Imported here: tiny builds on this module (it copies the drafter's tokenizer).
-    from tokenlens.models.tiny import ensure_tiny, is_tiny
-
-    if name is None:
-        return str(ensure_model(TARGET, cache, progress))
-    embedded = lookup(name)
-    if embedded is not None:
-        return str(ensure_model(embedded, cache, progress))
-    if is_tiny(name):
-        return str(ensure_tiny(name, cache, progress))
-    return name

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tokenlens.rundir import EVENTS_SCHEMA, Run
+from tokenlens.capture.events import EVENTS_SCHEMA
+from tokenlens.rundir import Run
 
 KEY = ("request_id", "step", "position")
 

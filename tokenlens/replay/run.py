@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenlens import __version__
+from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.engine.config import EngineConfig
 from tokenlens.engine.runner import Engine
 from tokenlens.errors import TokenlensError
@@ -45,7 +46,7 @@ from tokenlens.replay.steps import (
     Tokens,
     replay_request,
 )
-from tokenlens.rundir import EVENTS_SCHEMA, RunWriter, finalize, now_iso
+from tokenlens.rundir import RunWriter, finalize, now_iso
 from tokenlens.signature import make_signature, parse_signature
 from tokenlens.trace import model_identity
 
@@ -451,7 +452,7 @@ def _write_runs(
                 _events(by_request, order),
                 counters_source="derived",
                 extra_manifest={"replay": {**info, "wall_seconds_all_cells": seconds}},
-            )
+            ).problems
             if problems:  # derived counters always reconcile: this is a bug, say so
                 raise TokenlensError(f"{path}: replayed events do not add up: {problems}")
             runs.append(path)

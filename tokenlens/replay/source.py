@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from tokenlens.errors import TokenlensError
-from tokenlens.models.embedded import lookup, resolve_model
+from tokenlens.models.embedded import lookup
+from tokenlens.models.resolve import resolve_model
 from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import Run, read_run
 

@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 
 from tokenlens import __version__
 from tokenlens.arrays import I64
+from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.engine.results import SpecCounters
-from tokenlens.rundir import EVENTS, EVENTS_SCHEMA, REQUESTS_SCHEMA, RunWriter, now_iso
+from tokenlens.rundir import EVENTS, REQUESTS_SCHEMA, RunWriter, now_iso
 from tokenlens.signature import make_signature
 from tokenlens.testing.simulate import SimRun, Study
 from tokenlens.testing.text import TOKENIZER

@@ -28,6 +28,7 @@ from scipy.special import expit, ndtr, ndtri
 
 from tokenlens.arrays import F64, I64
 from tokenlens.arrays import Mask as B
+from tokenlens.engine.results import SpecCounters
 from tokenlens.testing.scenarios import Confidence, Drafter, Scenario
 from tokenlens.testing.step_process import StepEvents, speculate
 from tokenlens.testing.text import LANGS, Stream, rank_matched, streams
@@ -62,14 +63,13 @@ class SimRun:
     def counters(self) -> dict[str, object]:
         """vLLM's counters of this run (metrics.json), from its events."""
         ev = self.events
-        k = self.spec.k
-        per_pos = np.bincount(ev.position[ev.accepted], minlength=k)
-        return {
-            "num_drafts": int((ev.position == 0).sum()),
-            "num_draft_tokens": len(ev),
-            "num_accepted_tokens": int(ev.accepted.sum()),
-            "accepted_per_position": [int(x) for x in per_pos],
-        }
+        counters = SpecCounters(
+            num_drafts=int((ev.position == 0).sum()),
+            num_draft_tokens=len(ev),
+            num_accepted_tokens=int(ev.accepted.sum()),
+            accepted_per_position=tuple(int(x) for x in np.bincount(ev.position[ev.accepted])),
+        )
+        return counters.padded(self.spec.k).to_json()
 
 
 @dataclass(frozen=True)

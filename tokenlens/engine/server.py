@@ -1,6 +1,7 @@
 """Talk to a running ``vllm serve``: OpenAI-compatible requests and ``/metrics``.
 
-Used by ``tokenlens trace --server`` (and later by ``bench --server``). Token ids come
+:class:`ServerClient` is the served :class:`tokenlens.engine.backend.Backend`, used by
+``tokenlens trace --server`` and ``bench --server``. Token ids come
 back through vLLM's ``return_tokens_as_token_ids`` extension of the logprobs format
 (``"token_id:123"``); the spec-decode counters are read from the Prometheus endpoint
 with ``prometheus_client``'s parser and differenced around the run.
@@ -14,17 +15,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenlens.engine.config import SamplingConfig
+from tokenlens.engine.config import PromptJob, SamplingConfig
 from tokenlens.engine.results import (
     ACCEPTED_PER_POS,
-    NUM_ACCEPTED,
-    NUM_DRAFT_TOKENS,
-    NUM_DRAFTS,
     GeneratedRequest,
+    GenerationResult,
     SpecCounters,
     TokenLogprobs,
 )
-from tokenlens.engine.worker import PromptJob
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 
@@ -33,25 +31,15 @@ def parse_counters(text: str) -> SpecCounters:
     """vLLM's spec-decode counters from a Prometheus exposition, summed over labels."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    totals = {NUM_DRAFTS: 0.0, NUM_DRAFT_TOKENS: 0.0, NUM_ACCEPTED: 0.0}
-    per_pos: dict[int, float] = {}
+    total = SpecCounters()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if not sample.name.endswith("_total"):
                 continue
             name = sample.name[: -len("_total")]
-            if name in totals:
-                totals[name] += sample.value
-            elif name == ACCEPTED_PER_POS:
-                pos = int(sample.labels["position"])
-                per_pos[pos] = per_pos.get(pos, 0.0) + sample.value
-    width = max(per_pos) + 1 if per_pos else 0
-    return SpecCounters(
-        num_drafts=int(totals[NUM_DRAFTS]),
-        num_draft_tokens=int(totals[NUM_DRAFT_TOKENS]),
-        num_accepted_tokens=int(totals[NUM_ACCEPTED]),
-        accepted_per_position=tuple(int(per_pos.get(i, 0)) for i in range(width)),
-    )
+            position = int(sample.labels["position"]) if name == ACCEPTED_PER_POS else None
+            total += SpecCounters.from_metric(name, sample.value, position)
+    return total
 
 
 def _token_id(token: str) -> int:
@@ -85,12 +73,37 @@ class ServerClient:
     url: str
     timeout: float = 3600.0
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # As a Backend: stream responses (first-token latency), report progress per request.
+    stream: bool = False
+    progress: Progress = SILENT
 
     def __post_init__(self) -> None:
         import httpx
 
         self.url = self.url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, timeout=self.timeout)
+        self.info: dict[str, Any] = {}
+        self._version: str | None = None
+        self._model: str | None = None
+
+    def __enter__(self) -> ServerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Nothing to stop: the server outlives the client."""
+
+    def generate(
+        self, jobs: list[PromptJob], sampling: SamplingConfig, concurrency: int = 1
+    ) -> GenerationResult:
+        """The jobs on the served model; counters differenced around the batch.
+
+        The difference is exact only if no other client uses the server meanwhile.
+        """
+        before = self.counters()
+        requests, wall = self.run(
+            self.model(), jobs, sampling, concurrency, self.progress, self.stream
+        )
+        return GenerationResult(tuple(requests), wall, self.counters() - before, self.version())
 
     def _get(self, path: str) -> Any:
         import httpx
@@ -105,13 +118,18 @@ class ServerClient:
         return response
 
     def version(self) -> str:
-        return str(self._get("/version").json().get("version", "unknown"))
+        if self._version is None:
+            self._version = str(self._get("/version").json().get("version", "unknown"))
+        return self._version
 
     def model(self) -> str:
-        data = self._get("/v1/models").json()["data"]
-        if not data:
-            raise TokenlensError(f"the server at {self.url} serves no model")
-        return str(data[0]["id"])
+        """The id of the model the server serves (the first it lists)."""
+        if self._model is None:
+            data = self._get("/v1/models").json()["data"]
+            if not data:
+                raise TokenlensError(f"the server at {self.url} serves no model")
+            self._model = str(data[0]["id"])
+        return self._model
 
     def counters(self) -> SpecCounters:
         return parse_counters(self._get("/metrics").text)
