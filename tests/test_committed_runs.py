@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support import REPO
+from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.rundir import (
     EVENTS,
-    EVENTS_SCHEMA,
     REQUESTS,
     REQUESTS_OPTIONAL,
     REQUESTS_WRITE_SCHEMA,
