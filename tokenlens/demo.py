@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+from tokenlens.bench.measure import BenchConfig, run_bench
 from tokenlens.bench.results_csv import BENCH_JSON, read_results
-from tokenlens.bench.run import BenchConfig, run_bench
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import ensure_pair

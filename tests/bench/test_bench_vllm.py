@@ -17,8 +17,8 @@ import pytest
 
 from tests.support import REPO, check_events
 from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+from tokenlens.bench.measure import CASE_JSON, BenchConfig, BenchResult, run_bench
 from tokenlens.bench.results_csv import read_results
-from tokenlens.bench.run import CASE_JSON, BenchConfig, BenchResult, run_bench
 from tokenlens.engine.results import SpecCounters
 from tokenlens.rundir import read_run
 

@@ -185,8 +185,8 @@ limit = 1
 
 
 def test_bench_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> None:
+    from tokenlens.bench.measure import BenchConfig, run_bench
     from tokenlens.bench.results_csv import read_results
-    from tokenlens.bench.run import BenchConfig, run_bench
     from tokenlens.engine.results import SpecCounters
 
     url, trace_dir = server

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.out is None:
         raise SystemExit("tokenlens bench: error: --out is required (see 'tokenlens bench --help')")
-    from tokenlens.bench.run import BenchConfig, run_bench
+    from tokenlens.bench.measure import BenchConfig, run_bench
     from tokenlens.report import write_bench_report
 
     config = BenchConfig(
