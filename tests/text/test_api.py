@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from tokenlens.errors import TokenlensError
-from tokenlens.text import classify_tokens, dictionary_identity, load_tokenizer, token_spans
+from tokenlens.text import (
+    classify_tokens,
+    dictionary_identity,
+    display_texts,
+    load_tokenizer,
+    token_spans,
+)
 
 
 def test_special_tokens_are_units_of_their_own() -> None:
@@ -52,6 +58,26 @@ def test_truncated_and_invalid_bytes() -> None:
     assert sp.char_end.tolist() == [1, 2, 3, 5, 6, 6]
     end = token_spans([b"x", b"\xf0\x9f"])  # generation stopped inside an emoji
     assert end.text == "x\ufffd" and end.fragment.tolist() == [False, True]
+
+
+def test_display_puts_a_split_character_on_its_first_fragment() -> None:
+    kanji = "咲".encode()  # e5 92 b2
+    assert display_texts(token_spans([b"a", kanji[:2], kanji[2:], b"b"])) == ["a", "咲", "", "b"]
+    assert display_texts(token_spans([kanji[:1], kanji[1:] + b"x"])) == ["咲", "x"]
+    emoji = "😀".encode()  # four bytes, one token each
+    pieces = [b"hi ", *(emoji[i : i + 1] for i in range(4)), b"!"]
+    assert display_texts(token_spans(pieces)) == ["hi ", "😀", "", "", "", "!"]
+    assert display_texts(token_spans([b"", emoji, b""])) == ["", "😀", ""]  # undefined ids
+    assert display_texts(token_spans([])) == []
+
+
+def test_display_of_truncated_and_invalid_bytes() -> None:
+    # The same pieces as above: each U+FFFD sits on the token holding its first byte.
+    pieces = [b"a", b"\xe6\xbc", b"b", b"\x80\x80", b"\xe6", b"\xbc\xa2"]
+    assert display_texts(token_spans(pieces)) == ["a", "\ufffd", "b", "\ufffd\ufffd", "漢", ""]
+    end = token_spans([b"x", b"\xf0", b"\x9f"])  # generation stopped inside an emoji
+    assert display_texts(end) == ["x", "\ufffd", ""]
+    assert display_texts(token_spans([b"a", b"\x80"])) == ["a", "\ufffd"]  # a stray byte
 
 
 def test_bad_tokenizer_name_is_one_line_error() -> None:

@@ -14,7 +14,7 @@ from textlayer_strategies import text_strategy
 
 from tokenlens.text.classify import BOUNDARIES, SCRIPTS, TOKEN_SCHEMA, classify_tokens
 from tokenlens.text.morph import segment
-from tokenlens.text.spans import Spans, token_spans
+from tokenlens.text.spans import Spans, display_texts, token_spans
 from tokenlens.text.tokenizers import Vocabulary, load_tokenizer
 
 SETTINGS = settings(
@@ -35,6 +35,14 @@ def check_spans(sp: Spans, pieces: list[bytes]) -> None:
         assert sp.byte_end[i] == pos
         assert data[sp.byte_start[i] : sp.byte_end[i]] == p
     assert pos == n_bytes
+    shown = display_texts(sp)  # every character once, on the token of its first byte
+    assert "".join(shown) == sp.text
+    for i, p in enumerate(pieces):
+        first_bytes = range(int(sp.byte_start[i]), int(sp.byte_end[i]))
+        mine = range(int(sp.char_start[i]), int(sp.char_end[i]))
+        assert shown[i] == "".join(sp.text[c] for c in mine if sp.char_byte[c] in first_bytes)
+        if not sp.fragment[i]:
+            assert shown[i].encode("utf-8") == p
     nonempty = [i for i, p in enumerate(pieces) if p]
     if not nonempty:
         return

@@ -19,7 +19,7 @@ from tokenlens.text.classify import (
     classify_tokens,
 )
 from tokenlens.text.morph import Units, dictionary_identity, segment
-from tokenlens.text.spans import Spans, token_spans
+from tokenlens.text.spans import Spans, display_texts, token_spans
 from tokenlens.text.study import TokensConfig, TokensResult, run_tokens_study
 from tokenlens.text.tokenizers import BUILTIN_NAMES, Vocabulary, load_tokenizer
 
@@ -37,6 +37,7 @@ __all__ = [
     "classify_text",
     "classify_tokens",
     "dictionary_identity",
+    "display_texts",
     "load_tokenizer",
     "run_tokens_study",
     "segment",

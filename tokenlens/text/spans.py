@@ -11,6 +11,10 @@ them: a token covers the characters its first and last byte belong to, so a toke
 holds only part of a character (a *byte fragment*) gets that whole character as its
 span, and the next fragment of the same character shares it. Everything is computed
 with numpy over the whole sequence at once: no per-token Python decoding.
+
+For display, where every character must appear once, :func:`display_texts` gives each
+token the characters whose first byte it holds: the texts tile the decoded text, and
+the later fragments of a split character show nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 from tokenlens.arrays import I64
 from tokenlens.arrays import Mask as B1
 
-__all__ = ["Spans", "char_byte_offsets", "token_spans"]
+__all__ = ["Spans", "char_byte_offsets", "display_texts", "token_spans"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,22 @@ def token_spans(pieces: Sequence[bytes], lengths: I64 | None = None) -> Spans:
         char_byte=char_byte,
         invalid=invalid,
     )
+
+
+def display_texts(spans: Spans) -> list[str]:
+    """The text each token shows when the tokens are printed one by one.
+
+    Every character of ``spans.text`` goes to the token holding its first byte, so a
+    character split over byte fragments (a kanji, an emoji) appears once, on its first
+    fragment, and the other fragments show ``""``; an invalid byte sequence is one
+    U+FFFD, on the token holding its first byte. The texts concatenate to
+    ``spans.text`` exactly, and a token that is not a fragment shows its own bytes.
+    """
+    # The first character starting at or after each token's first / end byte.
+    lo = np.searchsorted(spans.char_byte, spans.byte_start, side="left").tolist()
+    hi = np.searchsorted(spans.char_byte, spans.byte_end, side="left").tolist()
+    text = spans.text
+    return [text[a:b] for a, b in zip(lo, hi, strict=True)]
 
 
 def char_byte_offsets(text: str) -> I64:
