@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -20,8 +21,10 @@ from tests.support import assert_one_line_error, cli
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.cli import analyze as analyze_cli
 from tokenlens.errors import TokenlensError
+from tokenlens.rundir import read_run
 from tokenlens.testing import SCENARIOS, Study, simulate_study, write_study
 from tokenlens.testing.estimator import analyze, key_estimates
+from tokenlens.text import load_tokenizer
 
 N_PAIRS = 12
 
@@ -62,6 +65,35 @@ def test_join_classifies_the_planted_classes(
         assert run["reconciliation"]["events"]["num_draft_tokens"] > 0
 
 
+def test_outputs_hold_every_output_token(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
+    """outputs.parquet: one row per output token of every request, in order; a request's
+    texts are its decoded output, and the judged rows' texts are tokens.parquet's
+    token_text (byte fragments aside)."""
+    _, paths = runs
+    result = run_analyze(AnalyzeConfig(runs=tuple(paths), out=tmp_path, n_boot=20))
+    outputs = pd.read_parquet(result.outputs_path)
+    assert list(outputs.columns) == ["run", "request_id", "output_index", "text"]
+    for path in paths:
+        mine = outputs[outputs["run"] == path.name]
+        run = read_run(path)
+        vocab = load_tokenizer(str(run.manifest["tokenizer"]))
+        requests = run.requests.to_pylist()
+        assert len(mine) == sum(len(r["output_token_ids"]) for r in requests)
+        for r in requests:
+            rows = mine[mine["request_id"] == r["request_id"]]
+            ids = r["output_token_ids"]
+            assert rows["output_index"].tolist() == list(range(len(ids)))
+            decoded = b"".join(vocab.pieces(ids)).decode("utf-8", "replace")
+            assert "".join(rows["text"]) == decoded
+    tokens = pd.read_parquet(result.tokens_path)
+    shown = tokens[tokens["judged"] & tokens["output_index"].notna()]
+    judged = shown.merge(outputs, on=["run", "request_id", "output_index"])
+    assert len(judged) == len(shown) > 0
+    whole = ~judged["token_text"].str.contains("\\x", regex=False)  # not a byte fragment
+    assert whole.mean() > 0.5
+    assert (judged["text"][whole] == judged["token_text"][whole]).all()
+
+
 def test_file_and_in_memory_paths_agree(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
     """summarize() on the test bed's frame = run_analyze() on the written runs."""
     study, paths = runs
@@ -100,6 +132,7 @@ def test_cli_writes_outputs(runs: tuple[Study, list[Path]], tmp_path: Path) -> N
                 assert {"rate", "ci_low", "ci_high", "n"} <= set(entry)
     assert "bootstrap:50,seed3" in summary["signature"]
     assert (out / "tokens.parquet").is_file() and (out / "tables.md").is_file()
+    assert (out / "outputs.parquet").is_file()
     assert "H1:" in stdout
 
 

@@ -47,7 +47,15 @@ OUT_MARKER = ".tokenlens-analyze.json"
 
 # What analyze writes (a directory holding only these is an earlier analyze output).
 ANALYZE_OUTPUTS = frozenset(
-    {"tokens.parquet", "summary.json", "tables.md", "report.html", "charts", OUT_MARKER}
+    {
+        "tokens.parquet",
+        "outputs.parquet",
+        "summary.json",
+        "tables.md",
+        "report.html",
+        "charts",
+        OUT_MARKER,
+    }
 )
 
 

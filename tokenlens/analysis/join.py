@@ -9,6 +9,10 @@ count only in the per-position and all-rows (vLLM) figures.
 
 Target confidence comes from the requests' top-k logprobs at the row's output index,
 i.e. the target's distribution for that slot, whether the draft was accepted or not.
+
+:func:`output_texts` gives the other file of the join, ``outputs.parquet``: the display
+text of every output token (drafted or not), so that the report's token view needs
+neither the run directories nor a tokenizer.
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ from tokenlens.arrays import F64, I64
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import normalise_lang
 from tokenlens.rundir import Run
-from tokenlens.text import Vocabulary, classify_requests, load_tokenizer
+from tokenlens.text import (
+    Vocabulary,
+    classify_requests,
+    display_texts,
+    load_tokenizer,
+    token_spans,
+)
 
 TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
 """Drafting methods that learned nothing: no training data, so no H2 effect."""
@@ -85,8 +95,7 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
         raise TokenlensError(
             f"{run.path}: no events.parquet (trace the run with capture to analyse it)"
         )
-    spec = tokenizer if tokenizer is not None else str(run.manifest["tokenizer"])
-    vocab = load_tokenizer(spec) if isinstance(spec, str) else spec
+    vocab = _vocabulary(run, tokenizer)
     req = run.requests
     ev = run.events
     rid = req.column("request_id").to_pylist()
@@ -146,6 +155,57 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
         np.where(has_out, out_idx, np.nan).astype(np.float64), OUTPUT_EDGES, OUTPUT_LABELS
     )
     return frame
+
+
+OUTPUTS_SCHEMA = pa.schema(
+    [
+        pa.field("run", pa.string(), nullable=False),
+        pa.field("request_id", pa.string(), nullable=False),
+        pa.field("output_index", pa.int64(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+    ]
+)
+"""``outputs.parquet``: one row per output token of every request, in output order."""
+
+
+def output_texts(run: Run, label: str, tokenizer: str | Vocabulary | None = None) -> pa.Table:
+    """The display text of every output token of ``run`` (:data:`OUTPUTS_SCHEMA`).
+
+    Each request is aligned on its own with :func:`tokenlens.text.display_texts`: every
+    character goes to the token holding its first byte, so the texts of a request
+    concatenate to its decoded output and later fragments of a split character are
+    ``""``. ``tokenizer`` is the same override as :func:`join_run`'s.
+    """
+    vocab = _vocabulary(run, tokenizer)
+    req = run.requests
+    rids: list[str] = []
+    index: list[I64] = []
+    texts: list[str] = []
+    for rid, ids in zip(
+        req.column("request_id").to_pylist(),
+        req.column("output_token_ids").to_pylist(),
+        strict=True,
+    ):
+        ids = ids or []
+        shown = display_texts(token_spans(vocab.pieces(ids), vocab.lengths(ids)))
+        rids += [str(rid)] * len(shown)
+        index.append(np.arange(len(shown), dtype=np.int64))
+        texts += shown
+    return pa.table(
+        {
+            "run": pa.array([label] * len(texts), pa.string()),
+            "request_id": pa.array(rids, pa.string()),
+            "output_index": pa.array(np.concatenate(index) if index else [], pa.int64()),
+            "text": pa.array(texts, pa.string()),
+        },
+        schema=OUTPUTS_SCHEMA,
+    )
+
+
+def _vocabulary(run: Run, tokenizer: str | Vocabulary | None) -> Vocabulary:
+    """``tokenizer`` (a name, a path or a loaded vocabulary), else the manifest's."""
+    spec = tokenizer if tokenizer is not None else str(run.manifest["tokenizer"])
+    return load_tokenizer(spec) if isinstance(spec, str) else spec
 
 
 def masked_int(values: I64, missing: npt.NDArray[np.bool_]) -> pd.arrays.IntegerArray:

@@ -1,7 +1,9 @@
-"""``tokenlens analyze``: run directories -> tokens.parquet, summary.json, tables.md.
+"""``tokenlens analyze``: run directories -> tokens.parquet, outputs.parquet, summary.json,
+tables.md.
 
 :func:`run_analyze` reads each run, joins events with requests and text classes
-(:mod:`tokenlens.analysis.join`), and hands one frame to :func:`summarize`, which
+(:mod:`tokenlens.analysis.join`; the display text of every output token goes to
+outputs.parquet for the report's token view), and hands one frame to :func:`summarize`, which
 computes every figure with one seeded prompt-clustered bootstrap. ``summarize`` is
 also what the test bed calls on simulated frames, so the numbers it checks are the
 ones users get. The HTML report is written by the caller (the CLI or ``demo``) from
@@ -35,7 +37,7 @@ from tokenlens.analysis.decompose import CONF_BINS, Support, decompose, has_pair
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.inputs import validate_inputs
-from tokenlens.analysis.join import join_run
+from tokenlens.analysis.join import join_run, output_texts
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
@@ -47,6 +49,7 @@ from tokenlens.rundir import read_run, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
 
 TOKENS = "tokens.parquet"
+OUTPUTS = "outputs.parquet"
 SUMMARY = "summary.json"
 TABLES = "tables.md"
 DESCRIBE_BY = ("script", "boundary", "particle_type", "rank_bucket")
@@ -79,6 +82,7 @@ class AnalyzeConfig:
 @dataclass(frozen=True)
 class AnalyzeResult:
     tokens_path: Path
+    outputs_path: Path
     summary_path: Path
     tables_path: Path
     summary: dict[str, Any] = field(repr=False)
@@ -100,7 +104,8 @@ class RunInfo:
 
 
 def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeResult:
-    """Analyse ``config.runs`` and write tokens.parquet, summary.json and tables.md."""
+    """Analyse ``config.runs`` and write tokens.parquet, outputs.parquet, summary.json and
+    tables.md."""
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
@@ -110,10 +115,11 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         raise TokenlensError(f"--interval must be one of {', '.join(METHODS)}")
     runs = [read_run(path) for path in config.runs]  # validate all before any work
     progress.stage("read and classify runs", total=len(config.runs), unit="run")
-    frames, infos = [], []
+    frames, outputs, infos = [], [], []
     labels = _labels(config.runs)
     for run, label in zip(runs, labels, strict=True):
         frames.append(join_run(run, label, config.tokenizer))
+        outputs.append(output_texts(run, label, config.tokenizer))
         spec = run.manifest["speculative"]
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
@@ -153,12 +159,14 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     config.out.mkdir(parents=True, exist_ok=True)
     tokens_path = config.out / TOKENS
     write_tokens(frame, tokens_path)
+    outputs_path = config.out / OUTPUTS
+    pq.write_table(pa.concat_tables(outputs), outputs_path)
     summary_path = config.out / SUMMARY
     write_json_atomic(summary_path, summary)
     tables_path = config.out / TABLES
     write_tables(load_summary(summary_path), tables_path)
     progress.close()
-    return AnalyzeResult(tokens_path, summary_path, tables_path, summary)
+    return AnalyzeResult(tokens_path, outputs_path, summary_path, tables_path, summary)
 
 
 def _draft_costs(config: AnalyzeConfig, methods: set[str]) -> dict[str, tuple[float, str]]:
