@@ -50,26 +50,15 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def poisoned(analysis: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same analysis with every text the page shows replaced by attack strings:
-    request outputs (token ids that decode to them), token and draft texts, a run
-    label, a class name and the hypotheses' evidence."""
-    from tokenlens.text import load_tokenizer
-
+    request outputs (outputs.parquet: each request's output ends in one token per
+    payload), token and draft texts, a run label, a class name and the hypotheses'
+    evidence."""
     root = tmp_path_factory.mktemp("poisoned")
     summary = json.loads((analysis / "summary.json").read_text("utf-8"))
-    vocab = load_tokenizer("qwen2.5")
-    attack = [i for p in PAYLOADS for i in vocab.encode(p)]
-    for run in summary["runs"]:
+    for run in summary["runs"]:  # a copy of the runs, for the pages that link them
         src = Path(run["path"])
-        dst = root / src.name
-        shutil.copytree(src, dst)
-        run["path"] = str(dst)
-        requests = pq.read_table(dst / "requests.parquet")
-        ids = [list(x) + attack for x in requests.column("output_token_ids").to_pylist()]
-        index = requests.schema.get_field_index("output_token_ids")
-        column = pa.array(ids, type=requests.schema.field(index).type)
-        pq.write_table(
-            requests.set_column(index, "output_token_ids", column), dst / "requests.parquet"
-        )
+        shutil.copytree(src, root / src.name)
+        run["path"] = str(root / src.name)
     renamed = {summary["runs"][0]["label"]: PAYLOADS[3]}
     summary["runs"][0]["label"] = PAYLOADS[3]
     summary["hypotheses"]["H1"]["evidence"] = " ".join(PAYLOADS)
@@ -83,4 +72,16 @@ def poisoned(analysis: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         tokens[column] = tokens[column].where(tokens[column].isna(), texts)
     tokens["run"] = tokens["run"].astype(str).replace(renamed)
     tokens.to_parquet(out / "tokens.parquet")
+    outputs = pd.read_parquet(analysis / "outputs.parquet")
+    ends = outputs.groupby(["run", "request_id"], sort=False)["output_index"].max()
+    attack = pd.DataFrame(
+        [
+            {"run": run, "request_id": rid, "output_index": last + 1 + i, "text": payload}
+            for (run, rid), last in ends.items()
+            for i, payload in enumerate(PAYLOADS)
+        ]
+    )
+    outputs = pd.concat([outputs, attack], ignore_index=True)
+    outputs["run"] = outputs["run"].replace(renamed)
+    pq.write_table(pa.Table.from_pandas(outputs, preserve_index=False), out / "outputs.parquet")
     return out

@@ -16,7 +16,7 @@ from tokenlens.report import write_analyze_report
 from tokenlens.report.charts import all_charts
 from tokenlens.report.export import MAIN_CHARTS
 from tokenlens.report.html import script_json, vega_bundle
-from tokenlens.report.tokenview import Token, hover, token_texts
+from tokenlens.report.tokenview import Token, hover
 
 SPECS = re.compile(r'<script type="application/json" id="tl-specs">(.*?)</script>', re.S)
 
@@ -66,17 +66,51 @@ def test_token_view_states_from_the_events(report: Path) -> None:
     assert re.search(r'class="t accepted" data-pos="\d+" title="step \d+, draft position', view)
 
 
-def test_without_run_directories_only_judged_tokens(analysis: Path, tmp_path: Path) -> None:
+def _without_runs(analysis: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the analysis whose run directories are gone, rendered where loading a
+    tokenizer fails: the report must need neither."""
     moved = tmp_path / "ana"
     shutil.copytree(analysis, moved)
     summary = json.loads((moved / "summary.json").read_text("utf-8"))
     for run in summary["runs"]:
         run["path"] = str(tmp_path / "gone" / run["label"])
     (moved / "summary.json").write_text(json.dumps(summary), "utf-8")
-    html = write_analyze_report(moved).read_text("utf-8")
-    view = html[html.index('<div id="token-view">') :]
+
+    def no_tokenizer(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the report loaded a tokenizer")
+
+    import tokenlens.text
+    import tokenlens.text.tokenizers
+
+    monkeypatch.setattr(tokenlens.text, "load_tokenizer", no_tokenizer)
+    monkeypatch.setattr(tokenlens.text.tokenizers, "load_tokenizer", no_tokenizer)
+    return moved
+
+
+def _view(analysis_dir: Path) -> str:
+    html = write_analyze_report(analysis_dir).read_text("utf-8")
+    return html[html.index('<div id="token-view">') :]
+
+
+def test_token_view_texts_come_from_the_analysis(
+    analysis: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """outputs.parquet holds every output token: the bonus tokens show without the run."""
+    view = _view(_without_runs(analysis, tmp_path, monkeypatch))
+    assert 'class="t plain"' in view and 'class="t accepted"' in view
+    assert 'class="t gap"' not in view
+
+
+def test_analysis_without_outputs_file_shows_judged_tokens_only(
+    analysis: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An analysis written before outputs.parquet existed still renders."""
+    old = _without_runs(analysis, tmp_path, monkeypatch)
+    (old / "outputs.parquet").unlink()
+    view = _view(old)
     assert 'class="t plain"' not in view and 'class="t accepted"' in view
-    assert 'class="t gap"' in view  # the bonus tokens, whose text only the run had
+    assert 'class="t gap"' in view  # the bonus tokens, whose text only outputs.parquet has
+    assert "written before outputs.parquet existed" in view
 
 
 def test_missing_summary_is_a_one_line_error(tmp_path: Path) -> None:
@@ -89,11 +123,6 @@ def test_script_json_cannot_close_or_confuse_a_script_element() -> None:
     for bad in ("<", ">", "&", "\u2028", "\u2029"):
         assert bad not in dumped
     assert json.loads(dumped) == {"k": list(PAYLOADS)}
-
-
-def test_token_texts_put_a_split_character_on_its_first_fragment() -> None:
-    kanji = "咲".encode()
-    assert token_texts([b"a", kanji[:2], kanji[2:], b"b"]) == ["a", "咲", "", "b"]
 
 
 def test_hover_names_draft_emitted_and_confidence() -> None:

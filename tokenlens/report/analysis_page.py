@@ -1,4 +1,5 @@
-"""The analyze report: ``report.html`` next to an analysis' summary.json and tokens.parquet.
+"""The analyze report: ``report.html`` next to an analysis' summary.json, tokens.parquet
+and outputs.parquet.
 
 The page is ``templates/analyze.html``; this module reads the files, builds the charts
 and turns the summary into the rows and cards the template shows (every number through
@@ -29,8 +30,8 @@ TEMPLATE = "analyze.html"
 def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
     """Write the HTML report of the analysis in ``analysis_dir`` (default
     ``analysis_dir/report.html``) and PNG/SVG files of its main charts in ``charts/``
-    beside it. Request texts come from the run directories named in the summary when
-    they still exist. Returns the report's path."""
+    beside it. The token view's texts come from ``outputs.parquet``; an analysis written
+    before it existed shows the judged tokens only. Returns the report's path."""
     summary_path = analysis_dir / SUMMARY
     tokens_path = analysis_dir / "tokens.parquet"
     for path in (summary_path, tokens_path):
@@ -49,7 +50,7 @@ def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
         specs,
         _signatures(summary),
         **page_context(summary, specs),
-        views=tokenview.build(events, summary.raw.get("runs") or []),
+        views=tokenview.build(events, tokenview.read_outputs(analysis_dir / "outputs.parquet")),
         hover=tokenview.hover,
     )
     export_charts(specs, out.parent / CHARTS_DIR)

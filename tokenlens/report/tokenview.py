@@ -8,35 +8,33 @@ Every output token gets one of three states, from the draft events that produced
 - ``plain``: not covered by a judged draft (the bonus token after k acceptances, the
   first token from prefill, tokens of steps without drafts).
 
-Texts come from the run directory (``requests.parquet`` + the manifest's tokenizer) so
-the whole output is shown, byte fragments included; when the run directory is gone
-only the judged tokens of ``tokens.parquet`` are shown, with gaps marked. The markup
-is ``templates/tokenview.html``, where autoescape escapes everything from the model.
+Texts come from the analysis' ``outputs.parquet`` (the display text of every output
+token, written by ``analyze`` with :func:`tokenlens.text.display_texts`), so the whole
+output is shown, byte fragments included, without a tokenizer or the run directories.
+An analysis written before that file existed shows only the judged tokens of
+``tokens.parquet``, with gaps marked. The markup is ``templates/tokenview.html``, where
+autoescape escapes everything from the model.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tokenlens.errors import TokenlensError
 from tokenlens.format import finite, lang_key, num
-from tokenlens.rundir import MANIFEST, REQUESTS
-from tokenlens.text import load_tokenizer
 
 MAX_TOKENS = 600  # per request: long outputs are cut so the page stays light
 EVENT_COLUMNS = (
     "run", "request_id", "prompt_id", "lang", "pair", "step", "position", "accepted",
     "judged", "output_index", "token_text", "draft_text", "top1_prob", "target_logprob",
 )  # fmt: skip
+OUTPUT_COLUMNS = ("run", "request_id", "output_index", "text")  # of outputs.parquet
 
 
 @dataclass(frozen=True)
@@ -86,22 +84,25 @@ def _lang_order(group: pd.DataFrame) -> list[str]:
     return [rid for _, rid in rows]
 
 
+def read_outputs(path: Path) -> pd.DataFrame | None:
+    """``outputs.parquet`` of an analysis, or None when the analysis predates it."""
+    if not path.is_file():
+        return None
+    return pq.read_table(path, columns=list(OUTPUT_COLUMNS)).to_pandas()
+
+
 def build(
-    events: pd.DataFrame, runs: Sequence[dict[str, Any]], max_pairs: int = 3
+    events: pd.DataFrame, outputs: pd.DataFrame | None, max_pairs: int = 3
 ) -> list[list[RequestView]]:
-    """The views of the chosen requests, grouped as they are shown side by side."""
-    paths = {str(r["label"]): Path(str(r.get("path", ""))) for r in runs}
+    """The views of the chosen requests, grouped as they are shown side by side.
+
+    ``outputs`` is :func:`read_outputs`' frame; None shows only the judged tokens."""
     out: list[list[RequestView]] = []
-    outputs: dict[str, dict[str, list[str]] | None] = {}
     for run, ids in choose(events, max_pairs):
-        if run not in outputs:
-            outputs[run] = _run_outputs(paths.get(run), _ids_of(events, run))
-        texts = outputs[run]
         group = []
         for rid in ids:
             rows = events[(events["run"] == run) & (events["request_id"] == rid)]
-            pieces = texts.get(rid) if texts is not None else None
-            tokens = _tokens(rows, pieces)
+            tokens = _tokens(rows, _texts(outputs, run, rid))
             first = rows.iloc[0]
             group.append(
                 RequestView(
@@ -117,52 +118,20 @@ def build(
     return out
 
 
-def _ids_of(events: pd.DataFrame, run: str) -> set[str]:
-    return set(events.loc[events["run"] == run, "request_id"].astype(str))
-
-
-def _run_outputs(path: Path | None, wanted: set[str]) -> dict[str, list[str]] | None:
-    """Per request, the display text of every output token (None: run not readable)."""
-    if path is None or not (path / REQUESTS).is_file() or not (path / MANIFEST).is_file():
+def _texts(outputs: pd.DataFrame | None, run: str, rid: str) -> list[str] | None:
+    """The display text of each output token of one request (None: no outputs.parquet).
+    A split character's later fragments are "" (the page still draws them as a thin
+    block)."""
+    if outputs is None:
         return None
-    try:
-        manifest = json.loads((path / MANIFEST).read_text("utf-8"))
-        vocab = load_tokenizer(str(manifest["tokenizer"]))
-        table = pq.read_table(path / REQUESTS, columns=["request_id", "output_token_ids"])
-    except (OSError, ValueError, KeyError, TokenlensError):
-        return None
-    return {
-        str(rid): token_texts(vocab.pieces(ids or []))
-        for rid, ids in zip(
-            table.column("request_id").to_pylist(),
-            table.column("output_token_ids").to_pylist(),
-            strict=True,
-        )
-        if str(rid) in wanted
-    }
-
-
-def token_texts(pieces: Sequence[bytes]) -> list[str]:
-    """The text each token shows: every character goes to the token holding its first
-    byte, so a kanji split over byte fragments appears once, on its first fragment, and
-    the other fragments show nothing (the page still draws them as a thin block)."""
-    data = b"".join(pieces)
-    starts = [0]
-    for piece in pieces:
-        starts.append(starts[-1] + len(piece))
-
-    def lead(i: int) -> int:  # the first character start at or after byte i
-        while i < len(data) and data[i] & 0xC0 == 0x80:
-            i += 1
-        return i
-
-    return [data[lead(a) : lead(b)].decode("utf-8", "replace") for a, b in pairwise(starts)]
+    mine = outputs[(outputs["run"] == run) & (outputs["request_id"] == rid)]
+    return [str(t) for t in mine.sort_values("output_index")["text"]]
 
 
 def _tokens(rows: pd.DataFrame, pieces: list[str] | None) -> list[Token]:
     judged = rows[rows["judged"] & rows["output_index"].notna()]
     by_index = {int(r["output_index"]): r for r in judged.to_dict("records")}
-    if pieces is None:  # no run directory: judged tokens only, gaps marked
+    if pieces is None:  # an analysis without outputs.parquet: judged tokens only, gaps marked
         n = max(by_index, default=-1) + 1
         return [_token(by_index[i], None) if i in by_index else Token("", "gap") for i in range(n)]
     return [
@@ -196,7 +165,7 @@ def hover(token: Token) -> str:
     if token.state == "plain":
         return "not covered by a judged draft (bonus token, or the first token)"
     if token.state == "gap":
-        return "token not in the analysis (run directory not found)"
+        return "token text not in the analysis (written before outputs.parquet existed)"
     verdict = "accepted" if token.state == "accepted" else "rejected, replaced by the target"
     lines = [
         f"step {token.step}, draft position {token.position}: {verdict}",
