@@ -13,7 +13,8 @@
 # The full size also has traces/ (the real traces: the replay's source and its check;
 # same four files), wall.json (seconds per stage), prompts.jsonl (what was traced) and
 # replay/check.json (the replay against the traces);
-# its tokens.parquet and the replay's predictions.parquet stay out (large, derived).
+# its tokens.parquet, outputs.parquet and the replay's predictions.parquet stay out (large,
+# derived).
 #
 # Environment: TOKENLENS_DEMO_SCRATCH (where the demo writes; default a new temporary
 # directory), TOKENLENS_DEMO_REUSE=1 (copy an existing demo output in the scratch

@@ -33,7 +33,8 @@ Give an n-gram run on the same prompts beside a trained drafter's: it is H1's ch
 and H2's control (H2 is the trained minus n-gram within-confidence gap). Trace with
 top-k logprobs so that "at equal target confidence" can be measured.
 
-Writes DIR/tokens.parquet (one row per draft event), DIR/summary.json and DIR/tables.md.
+Writes DIR/tokens.parquet (one row per draft event), DIR/outputs.parquet (the text of
+every output token, for the report's token view), DIR/summary.json and DIR/tables.md.
 See docs/analysis.md for every definition and rule.
 
 Before any work every input is checked, and analyze refuses in one line: token ids
