@@ -168,8 +168,8 @@ class Scenario:
         return replace(self, confidence=replace(self.confidence, **changes))  # type: ignore[arg-type]
 
 
-H1_STRENGTH = 1.2
-H2_EFFECT = -0.62
+H1_STRENGTH = 1.0
+H2_EFFECT = -0.57
 H2_EFFECT_SD = 0.3
 NGRAM_JA_COPY = 0.9
 NGRAM_JA_COPY_SD = 0.5
