@@ -246,7 +246,7 @@ def _code_identity() -> str:
     simulator invalidates cached truths, a reworded docstring does not."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for name in ("text", "scenarios", "simulate", "steps", "truth"):
+    for name in ("text", "scenarios", "simulate", "step_process", "truth"):
         path = here / f"{name}.py"
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
