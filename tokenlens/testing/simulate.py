@@ -152,8 +152,7 @@ def simulate_study(
     conf = _confidence(sc.confidence, text, np.random.default_rng(children[_CONF]))
     common_rng = np.random.default_rng(children[_COMMON])
     common = common_rng.standard_normal(len(text.langs))
-    n_pairs = int(text.pair_index.max()) + 1 if len(text.langs) else 0
-    common_pair = common_rng.standard_normal(n_pairs)[text.pair_index]
+    common_pair = common_rng.standard_normal(text.n_pairs)[text.pair_index]
     drafter_index = {d.method: j for j, d in enumerate(sc.drafters)}
     prompt_effects: dict[str, tuple[F64, F64, F64]] = {}
     for d in sc.drafters:
@@ -161,7 +160,7 @@ def simulate_study(
         own = g.standard_normal(len(text.langs))
         offer_u = g.standard_normal(len(text.langs))
         slope = g.standard_normal(len(text.langs))
-        own_pair = g.standard_normal(n_pairs)[text.pair_index]
+        own_pair = g.standard_normal(text.n_pairs)[text.pair_index]
         # The translation pair's part (correlation pair_share between its two prompts),
         # shared across drafters as much as the prompt's own part is.
         mixed = np.sqrt(d.shared) * common + np.sqrt(1 - d.shared) * own
@@ -200,6 +199,10 @@ class _Text:
     tokens: I64
     script: npt.NDArray[np.int8]
     stream_pos: I64  # (requests, width) positions in the language's stream
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.pair_index.max()) + 1 if len(self.pair_index) else 0
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,7 @@ def _stream_scores(weights: tuple[tuple[str, float], ...]) -> dict[str, tuple[F6
 
 def _confidence(c: Confidence, text: _Text, rng: np.random.Generator) -> _Conf:
     n_req, width = text.tokens.shape
-    n_pairs = int(text.pair_index.max()) + 1 if n_req else 0
+    n_pairs = text.n_pairs
     topic: F64 = np.asarray(rng.standard_normal(n_pairs), dtype=np.float64)[text.pair_index]
     prompt: F64 = np.asarray(rng.standard_normal(n_req), dtype=np.float64)
     white = rng.standard_normal((n_req, width))
