@@ -162,6 +162,43 @@ def test_tri_never_reads_a_null_or_zero_width_interval() -> None:
     assert tri({"value": -0.02, "ci_low": -0.05, "ci_high": 0.01}, 0.02) == UNSURE
 
 
+def test_tri_reads_the_decision_interval_not_the_reported_one() -> None:
+    # The 95% interval straddles -delta; the 90% decision interval clears it.
+    effect = {
+        "value": -0.06,
+        "ci_low": -0.10,
+        "ci_high": -0.01,
+        "decision_low": -0.09,
+        "decision_high": -0.03,
+    }
+    assert tri(effect, 0.02) == YES
+    assert tri({**effect, "decision_high": -0.015}, 0.02) == UNSURE
+    # A figure whose decision interval is missing is not read at all.
+    assert tri({**effect, "decision_low": None, "decision_high": None}, 0.02) == NA
+
+
+def test_the_decision_interval_is_the_1_minus_2_alpha_interval_of_the_same_replicates() -> None:
+    rng = np.random.default_rng(5)
+    boot = rng.normal(-0.05, 0.02, size=400)
+    rs = Resampler(np.arange(30), np.zeros(30, dtype=np.int64), 10, 0, decision_level=0.90)
+    out = rs.effect(-0.05, boot, 30, 1, 1000)
+    se = np.std(boot, ddof=1) * np.sqrt(30 / 29)
+    assert out["ci_high"] - out["value"] == pytest.approx(stats.t.ppf(0.975, 29) * se)
+    assert out["decision_high"] - out["value"] == pytest.approx(stats.t.ppf(0.95, 29) * se)
+    assert out["value"] - out["decision_low"] == pytest.approx(stats.t.ppf(0.95, 29) * se)
+    # No reported interval, no decision interval either.
+    flat = rs.effect(-0.05, np.full(400, -0.05), 30, 1, 1000)
+    assert flat["ci_low"] is None and "decision_low" not in flat
+
+
+def test_rules_record_and_check_their_level() -> None:
+    assert Rules().to_json()["alpha"] == pytest.approx(0.05)
+    assert Rules().decision_level == pytest.approx(0.90)
+    assert Rules(alpha=0.025).decision_level == pytest.approx(0.95)
+    with pytest.raises(ValueError, match="alpha"):
+        Rules(alpha=0.5)
+
+
 @pytest.mark.parametrize(
     ("effect", "check", "verdict"),
     [
@@ -270,13 +307,16 @@ def test_power_from_the_interval() -> None:
     rules = Rules(delta=0.02, min_prompts=30, power_effects=(0.1,))
     df = 29
     t975 = stats.t.ppf(0.975, df)
-    se = 0.03
+    se = 0.035
     effect = {"value": -0.05, "ci_low": -0.05 - t975 * se, "ci_high": -0.05 + t975 * se}
     out = _power(effect, df, rules, n_prompts=30)
     assert out["se"] == pytest.approx(se)
-    assert out["mde"] == pytest.approx(0.02 + (t975 + stats.t.ppf(0.8, df)) * se)
-    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
-    assert out["prompts_needed"]["0.1"] == int(np.ceil(30 * (z * se / 0.08) ** 2))
+    # Supported needs the 90% decision interval to clear -delta: a one-sided 5% test.
+    assert out["mde"] == pytest.approx(0.02 + (stats.t.ppf(0.95, df) + stats.t.ppf(0.8, df)) * se)
+    z = stats.norm.ppf(0.95) + stats.norm.ppf(0.8)
+    needed = int(np.ceil(30 * (z * se / 0.08) ** 2))
+    assert needed > 30  # above the floor of min_prompts, so the formula is what is tested
+    assert out["prompts_needed"]["0.1"] == needed
 
 
 def test_a_japanese_advantage_is_no_deficit_not_a_refutation() -> None:

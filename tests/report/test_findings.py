@@ -41,6 +41,12 @@ def pp(stat: dict[str, Any], key: str = "value") -> str:
     return f"{100 * v:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}]"
 
 
+def decided(stat: dict[str, Any]) -> str:
+    """The decision interval the rule read, as FINDINGS prints it after the 95% one."""
+    lo, hi = stat["decision_low"], stat["decision_high"]
+    return f" (90% decision interval: {100 * lo:+.1f} to {100 * hi:+.1f} pp)"
+
+
 def pct(stat: dict[str, Any]) -> str:
     return (
         f"{100 * stat['value']:+.0f}% [{100 * stat['ci_low']:+.0f}%, {100 * stat['ci_high']:+.0f}%]"
@@ -166,9 +172,12 @@ def test_verdicts_with_effects_checks_and_readings(simulated: dict[str, Any]) ->
     for key, name in (("H1", "tokenization / text structure"), ("H2", "training data")):
         h = simulated["hypotheses"][key]
         block = section(text, f"### {key} ({name}): **{VERDICT[h['verdict']]}**")
-        assert f"{pp(h, 'effect')} {READING[h['reading']]}" in block
+        assert f"{pp(h, 'effect')}{decided(h)} {READING[h['reading']]}" in block
         check = h["check"]
-        assert f"Check ({check['name']}): {pp(check)} {READING[check['reading']]}" in block
+        assert (
+            f"Check ({check['name']}): {pp(check)}{decided(check)} {READING[check['reading']]}"
+            in block
+        )
         assert f"Evidence (summary.json): {h['evidence']}" in block
         assert (
             f"Power: with this data an effect must be about {-100 * h['power']['mde']:+.1f} pp"
@@ -179,6 +188,7 @@ def test_verdicts_with_effects_checks_and_readings(simulated: dict[str, Any]) ->
     assert h1["verdict"] == "supported"  # planted, and 30 prompts per language
     rules = section(text, "## H1 and H2")
     assert f"threshold δ = {100 * simulated['settings']['delta']:.1f} pp" in rules
+    assert "read on the 90% decision interval (a one-sided test at 5% against δ" in rules
     assert "at least 30 prompts per language" in rules and "docs/analysis.md" in rules
 
 

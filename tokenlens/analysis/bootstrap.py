@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,10 @@ from scipy import stats
 from tokenlens.arrays import F64, I64, Mask
 
 LEVEL = 0.95
+DECISION_LEVEL = 0.90
+"""The level of the interval a verdict reads (see :mod:`tokenlens.analysis.verdicts`):
+each reading is a one-sided test at (1 − DECISION_LEVEL) / 2 = 5%, two of them (the
+effect below −δ, or above it) make the 90% interval, as in the TOST convention."""
 METHODS = ("t", "percentile")
 DEFAULT_METHOD = "t"
 
@@ -57,16 +61,22 @@ class Estimate:
     ci_high: float | None
     n: int
     not_estimable: str | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
 
     def to_json(self, name: str = "value") -> dict[str, Any]:
         """``{value, ci_low, ci_high, n}`` plus ``not_estimable`` (no value) or
-        ``no_interval`` (a value whose interval the data cannot give), with the reason."""
+        ``no_interval`` (a value whose interval the data cannot give), with the reason;
+        ``decision_low``/``decision_high`` (the interval a verdict reads) when set."""
         out: dict[str, Any] = {
             name: self.value,
             "ci_low": self.ci_low,
             "ci_high": self.ci_high,
             "n": self.n,
         }
+        if self.decision_low is not None and self.decision_high is not None:
+            out["decision_low"] = self.decision_low
+            out["decision_high"] = self.decision_high
         if self.not_estimable is not None:
             out["not_estimable" if self.value is None else "no_interval"] = self.not_estimable
         return out
@@ -126,6 +136,7 @@ class Resampler:
         method: str = DEFAULT_METHOD,
         level: float = LEVEL,
         unit: str = "cluster",
+        decision_level: float = DECISION_LEVEL,
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"unknown interval method {method!r} (one of {METHODS})")
@@ -135,6 +146,7 @@ class Resampler:
         self.n_boot = n_boot
         self.method = method
         self.level = level
+        self.decision_level = decision_level
         self.unit = unit
         rng = np.random.default_rng(seed)
         weights = np.zeros((n_boot, self.n_clusters), dtype=np.float64)
@@ -152,22 +164,34 @@ class Resampler:
         seed: int,
         method: str = DEFAULT_METHOD,
         level: float = LEVEL,
+        decision_level: float = DECISION_LEVEL,
     ) -> Resampler:
         """Clusters = prompt pairs (all prompts paired) or prompts stratified by language."""
         pairs = pair_keys(frame)
         if pairs is not None:
-            cluster, _ = pd.factorize(pairs)
+            # sort: cluster codes (and so every replicate) do not depend on row order,
+            # i.e. on the order in which the runs were given
+            cluster, _ = pd.factorize(pairs, sort=True)
             stratum = np.zeros(int(cluster.max()) + 1 if len(cluster) else 0, dtype=np.int64)
             unit = "prompt pair"
         else:
             prompts = prompt_keys(frame)
             lang = frame["lang"].astype(str).to_numpy(dtype=object)
-            cluster, uniques = pd.factorize(prompts)
+            cluster, uniques = pd.factorize(prompts, sort=True)
             first = np.unique(cluster, return_index=True)[1]
             stratum = pd.factorize(lang[first])[0].astype(np.int64)
             assert len(first) == len(uniques)
             unit = "prompt (stratified by language)"
-        return cls(np.asarray(cluster, dtype=np.int64), stratum, n_boot, seed, method, level, unit)
+        return cls(
+            np.asarray(cluster, dtype=np.int64),
+            stratum,
+            n_boot,
+            seed,
+            method,
+            level,
+            unit,
+            decision_level,
+        )
 
     # -- totals ---------------------------------------------------------------------
     def totals(self, values: F64, group: I64, n_groups: int, rows: Mask) -> Totals:
@@ -216,6 +240,19 @@ class Resampler:
     ) -> tuple[F64, F64]:
         """Interval of a rate (a proportion of ``n`` rows), per column."""
         return rate_interval(point, boot, n, g, h, self.method, self.level)
+
+    def effect(self, point: float, boot: F64, g: int, h: int, n: int) -> dict[str, Any]:
+        """One difference-like statistic a verdict may read, as JSON: its reported
+        interval (``level``) and the interval the verdict rules read
+        (``decision_level``), from the same replicates ``boot`` (shape (B,))."""
+        p = np.array([point], dtype=np.float64)
+        b = np.asarray(boot, dtype=np.float64).reshape(-1, 1)
+        lo, hi = interval(p, b, g, h, self.method, self.level)
+        d_lo, d_hi = interval(p, b, g, h, self.method, self.decision_level)
+        est = estimate(point, lo[0], hi[0], n)
+        if est.has_interval:
+            est = replace(est, decision_low=as_float(d_lo[0]), decision_high=as_float(d_hi[0]))
+        return est.to_json()
 
 
 def _finite_boot(boot: F64) -> tuple[F64, npt.NDArray[np.bool_]]:

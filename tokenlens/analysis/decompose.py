@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tokenlens.analysis.bootstrap import Resampler, Totals, as_float, estimate, missing
+from tokenlens.analysis.bootstrap import Resampler, Totals, as_float, missing
 from tokenlens.arrays import F64, I64, Mask
 
 JA, EN = "ja", "en"
@@ -116,8 +116,7 @@ def _totals(
 
 
 def _est(point: F64, boot: F64, rs: Resampler, g: int, h: int, n: int, i: int) -> dict[str, Any]:
-    lo, hi = rs.interval(point[..., i : i + 1], boot[..., i : i + 1], g, h)
-    return estimate(point[i], lo[0], hi[0], n).to_json()
+    return rs.effect(float(point[i]), boot[..., i], g, h, n)
 
 
 def decompose(

@@ -29,12 +29,21 @@ KEYS = (
 
 def _flat(entry: dict[str, Any] | None, key: str = "value") -> dict[str, Any]:
     if not entry:
-        return {"value": None, "ci_low": None, "ci_high": None, "not_estimable": "absent"}
+        return {
+            "value": None,
+            "ci_low": None,
+            "ci_high": None,
+            "not_estimable": "absent",
+            "decision_low": None,
+            "decision_high": None,
+        }
     return {
         "value": entry.get(key),
         "ci_low": entry.get("ci_low"),
         "ci_high": entry.get("ci_high"),
         "not_estimable": entry.get("not_estimable") or entry.get("no_interval"),
+        "decision_low": entry.get("decision_low"),
+        "decision_high": entry.get("decision_high"),
     }
 
 

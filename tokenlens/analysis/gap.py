@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tokenlens.analysis.bootstrap import Resampler, estimate, prompt_keys
+from tokenlens.analysis.bootstrap import Resampler, prompt_keys
 from tokenlens.analysis.decompose import EN, JA, has_pair, lang_code
 from tokenlens.arrays import Mask
 
@@ -38,8 +38,7 @@ def gap(frame: pd.DataFrame, rs: Resampler, rows: Mask, relative: bool = False) 
             point = r_point[0] - r_point[1]
             boot = r_boot[:, 0] - r_boot[:, 1]
     g, h = rs.design(keep)
-    lo, hi = rs.interval(np.array([point]), boot[:, None], g, h)
-    return estimate(point, lo[0], hi[0], int(den.point.sum())).to_json()
+    return rs.effect(float(point), boot, g, h, int(den.point.sum()))
 
 
 def regression(

@@ -66,6 +66,7 @@ class AnalyzeConfig:
     min_count: int = 30
     tokenizer: str | None = None
     delta: float = 0.02
+    alpha: float = Rules.alpha
     draft_cost: float | None = None
     bench: Path | None = None
     regression: bool = True
@@ -113,6 +114,8 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         raise TokenlensError("--bootstrap must be at least 10")
     if config.interval not in METHODS:
         raise TokenlensError(f"--interval must be one of {', '.join(METHODS)}")
+    if not 0.0 < config.alpha < 0.5:
+        raise TokenlensError(f"--alpha must lie between 0 and 0.5 (got {config.alpha:g})")
     runs = [read_run(path) for path in config.runs]  # validate all before any work
     progress.stage("read and classify runs", total=len(config.runs), unit="run")
     frames, outputs, infos = [], [], []
@@ -211,8 +214,14 @@ def summarize(
     costs: Mapping[str, tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     """Every figure of summary.json from one joined (or simulated) frame."""
-    rs = Resampler.from_frame(frame, config.n_boot, config.seed, method=config.interval)
-    rules = Rules(delta=config.delta, min_prompts=config.min_prompts)
+    rules = Rules(delta=config.delta, min_prompts=config.min_prompts, alpha=config.alpha)
+    rs = Resampler.from_frame(
+        frame,
+        config.n_boot,
+        config.seed,
+        method=config.interval,
+        decision_level=rules.decision_level,
+    )
     all_rows = row_mask(frame, "all")
     judged = row_mask(frame, "judged")
     parts = compute_parts(frame, rs, config.support)

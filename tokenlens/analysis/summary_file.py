@@ -160,6 +160,8 @@ class Settings:
     min_count: int | None = None
     delta: float | None = None
     min_prompts: int | None = None
+    alpha: float | None = None  # None: written before decision intervals (read at 95%)
+    decision_level: float | None = None
 
     @classmethod
     def parse(cls, data: Any) -> Settings:
@@ -173,6 +175,8 @@ class Settings:
             min_count=_int(d.get("min_count")),
             delta=_float(d.get("delta")),
             min_prompts=_int(d.get("min_prompts")),
+            alpha=_float(d.get("alpha")),
+            decision_level=_float(d.get("decision_level")),
         )
 
 
@@ -354,6 +358,8 @@ class Check:
     n: int | None = None
     not_estimable: str | None = None
     reading: str | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
 
     @classmethod
     def parse(cls, data: Any) -> Check | None:
@@ -367,6 +373,8 @@ class Check:
             n=_int(data.get("n")),
             not_estimable=_str(data.get("not_estimable")),
             reading=_str(data.get("reading")),
+            decision_low=_float(data.get("decision_low")),
+            decision_high=_float(data.get("decision_high")),
         )
 
 
@@ -402,6 +410,8 @@ class Hypothesis:
     check: Check | None = None
     power: Power | None = None
     caveat: str | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
 
     @classmethod
     def parse(cls, data: Any) -> Hypothesis:
@@ -419,6 +429,8 @@ class Hypothesis:
             check=Check.parse(d.get("check")),
             power=Power.parse(d.get("power")),
             caveat=_str(d.get("caveat")),
+            decision_low=_float(d.get("decision_low")),
+            decision_high=_float(d.get("decision_high")),
         )
 
     @property

@@ -6,10 +6,17 @@ worse: nothing to explain), ``inconclusive``, ``insufficient_data`` (fewer than
 
 Each rule reads one effect (Japanese minus English, negative = Japanese worse) and one
 check, both on judged rows of the same runs, against a practical threshold δ:
-*yes* when the whole interval lies below −δ, *no* when it lies above −δ, *unsure*
-otherwise, *n/a* when the figure or its interval is missing (a null or zero-width
-interval never answers yes or no). H1's rule is symmetric: the effect proposes, and
-the check can veto either answer (:func:`combine`):
+*yes* when the whole decision interval lies below −δ, *no* when it lies above −δ,
+*unsure* otherwise, *n/a* when the figure or its interval is missing (a null or
+zero-width interval never answers yes or no). The decision interval is the
+(1 − 2α) interval (90% at the default α = 0.05), so each reading is a one-sided test
+at level α against the margin δ: two one-sided tests, the TOST convention of
+equivalence testing. Reported intervals stay at 95%. (The first rules read the 95%
+interval: a 2.5% one-sided test *and* a margin, under which H2's power at 30 prompts
+per language and a planted 10 pp was 72%; see docs/analysis.md.)
+
+H1's rule is symmetric: the effect proposes, and the check can veto either answer
+(:func:`combine`):
 
 - ``supported``: effect yes and check not no;
 - ``not_supported``: effect no and check not yes;
@@ -41,7 +48,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from tokenlens.analysis.bootstrap import Resampler, prompt_keys
+from tokenlens.analysis.bootstrap import DECISION_LEVEL, Resampler, prompt_keys
 from tokenlens.analysis.breakdown import per_lang, row_mask
 from tokenlens.analysis.decompose import (
     EN,
@@ -83,21 +90,46 @@ class Rules:
     delta: float = 0.02
     min_prompts: int = 30
     power_effects: tuple[float, ...] = (0.05, 0.10)
+    alpha: float = (1.0 - DECISION_LEVEL) / 2.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 0.5:
+            raise ValueError(f"alpha must lie in (0, 0.5), not {self.alpha}")
+
+    @property
+    def decision_level(self) -> float:
+        """The level of the interval the readings use: 1 − 2α."""
+        return 1.0 - 2.0 * self.alpha
 
     def to_json(self) -> dict[str, Any]:
         return {
             "delta": self.delta,
+            "alpha": self.alpha,
+            "decision_level": self.decision_level,
             "min_prompts": self.min_prompts,
             "power": POWER,
             "power_effects": list(self.power_effects),
         }
 
 
+def decision_bounds(effect: dict[str, Any]) -> tuple[Any, Any]:
+    """The interval a reading uses: ``decision_low/high``; an effect without them (a
+    summary written before decision intervals, a hand-made figure) falls back to its
+    reported interval."""
+    if "decision_low" in effect or "decision_high" in effect:
+        return effect.get("decision_low"), effect.get("decision_high")
+    return effect.get("ci_low"), effect.get("ci_high")
+
+
 def tri(effect: dict[str, Any] | None, delta: float) -> str:
-    """``yes`` / ``no`` / ``unsure`` / ``n/a`` for "Japanese is worse by more than delta"."""
-    if effect is None or effect.get("ci_low") is None or effect.get("ci_high") is None:
+    """``yes`` / ``no`` / ``unsure`` / ``n/a`` for "Japanese is worse by more than delta",
+    read from the effect's decision interval (:func:`decision_bounds`)."""
+    if effect is None:
         return NA
-    lo, hi = float(effect["ci_low"]), float(effect["ci_high"])
+    lo_, hi_ = decision_bounds(effect)
+    if lo_ is None or hi_ is None:
+        return NA
+    lo, hi = float(lo_), float(hi_)
     if not hi > lo:  # a zero-width interval is not evidence
         return NA
     if hi < -delta:
@@ -163,9 +195,10 @@ def prompts_per_lang(frame: pd.DataFrame, rows: Mask | None = None) -> dict[str,
 def _power(effect: dict[str, Any] | None, df: int, rules: Rules, n_prompts: int) -> dict[str, Any]:
     """Minimum detectable effect now, and prompts per language a given effect needs.
 
-    SE comes back from the interval (half-width / t quantile). To be ``supported`` an
-    effect's interval must clear −δ, so with power 80% the smallest detectable effect is
-    δ + (t_0.975 + t_0.80) · SE; prompts needed scale SE by sqrt(N / N').
+    SE comes back from the reported 95% interval (half-width / t quantile). To be
+    ``supported`` an effect's decision interval must clear −δ, a one-sided test at α, so
+    with power 80% the smallest detectable effect is δ + (t_(1−α) + t_0.80) · SE; prompts
+    needed scale SE by sqrt(N / N').
     """
     out: dict[str, Any] = {"power": POWER, "prompts_per_language": n_prompts}
     if effect is None or effect.get("ci_low") is None or df < 1:
@@ -173,8 +206,9 @@ def _power(effect: dict[str, Any] | None, df: int, rules: Rules, n_prompts: int)
         return out
     half = (float(effect["ci_high"]) - float(effect["ci_low"])) / 2.0
     se = half / float(stats.t.ppf(0.975, df))
-    mde = rules.delta + (float(stats.t.ppf(0.975, df)) + float(stats.t.ppf(POWER, df))) * se
-    z = float(stats.norm.ppf(0.975) + stats.norm.ppf(POWER))
+    one_sided = 1.0 - rules.alpha
+    mde = rules.delta + (float(stats.t.ppf(one_sided, df)) + float(stats.t.ppf(POWER, df))) * se
+    z = float(stats.norm.ppf(one_sided) + stats.norm.ppf(POWER))
     needed = {}
     for size in rules.power_effects:
         need = n_prompts * (z * se / (size - rules.delta)) ** 2 if size > rules.delta else math.inf
@@ -198,6 +232,9 @@ def _verdict(
         "ci_low": effect.get("ci_low"),
         "ci_high": effect.get("ci_high"),
     }
+    if effect.get("decision_low") is not None and effect.get("decision_high") is not None:
+        out["decision_low"] = effect["decision_low"]
+        out["decision_high"] = effect["decision_high"]
     reason = effect.get("not_estimable") or effect.get("no_interval")
     if effect.get("value") is None or effect.get("ci_low") is None:
         out["not_estimable"] = reason or "not computed"

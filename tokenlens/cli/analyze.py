@@ -105,6 +105,15 @@ def register(subparsers: Any) -> None:
         "(summary.json: settings.delta; default: %(default)s)",
     )
     parser.add_argument(
+        "--alpha",
+        type=float,
+        metavar="A",
+        help="the one-sided level of each verdict reading: an effect is read as beyond the "
+        "threshold when its (1 - 2A) interval clears it (summary.json: settings.alpha; "
+        "default 0.05, the 90%% interval, as in two one-sided tests; reported intervals "
+        "stay 95%%)",
+    )
+    parser.add_argument(
         "--min-prompts",
         type=positive_int,
         default=30,
@@ -163,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         min_count=args.min_count,
         tokenizer=args.tokenizer,
         delta=args.threshold,
+        **({} if args.alpha is None else {"alpha": args.alpha}),
         draft_cost=args.draft_cost,
         bench=args.bench,
         regression=not args.no_regression,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.analysis.summary_file import (
+    Check,
     Hypothesis,
     Rate,
     Split,
@@ -54,9 +55,9 @@ from tokenlens.signature import parse_signature
 FINDINGS = "FINDINGS.md"
 
 RULE_WORDS = {
-    "yes": "yes: the whole interval lies below −δ",
-    "no": "no: the whole interval lies above −δ",
-    "unsure": "unsure: the interval reaches across −δ",
+    "yes": "yes: the whole decision interval lies below −δ",
+    "no": "no: the whole decision interval lies above −δ",
+    "unsure": "unsure: the decision interval reaches across −δ",
     "n/a": "no reading: the figure or its interval is missing",
 }
 FAMILY_NAMES = {"trained": "trained drafters", "training_free": "training-free (n-gram) drafters"}
@@ -302,12 +303,13 @@ def _hypotheses(s: Summary) -> list[str]:
         f"analysis' settings: threshold δ = {num(delta, 'pp').lstrip('+')} pp, at least "
         f"{md(or_missing(s.settings.min_prompts))} prompts per language. Each hypothesis "
         "reads one effect and one check, both on judged positions of the same runs; each "
-        "asks whether Japanese is worse by more than δ. H1 is *supported* when the effect "
-        "says yes and the check does not say no, *not supported* when the effect says no "
-        "and the check does not say yes. H2 needs both: *supported* only when the effect "
-        "and the check say yes, *not supported* when the check says no, or the effect says "
-        "no and the check does not say yes. *No Japanese deficit*: Japanese is not worse at "
-        "all, there is nothing to explain; otherwise *inconclusive*.",
+        f"asks whether Japanese is worse by more than δ, {_level_words(s)}. H1 is "
+        "*supported* when the effect says yes and the check does not say no, *not "
+        "supported* when the effect says no and the check does not say yes. H2 needs "
+        "both: *supported* only when the effect and the check say yes, *not supported* "
+        "when the check says no, or the effect says no and the check does not say yes. "
+        "*No Japanese deficit*: Japanese is not worse at all, there is nothing to "
+        "explain; otherwise *inconclusive*.",
         "",
     ]
     for key, name in HYPOTHESES.items():
@@ -317,11 +319,12 @@ def _hypotheses(s: Summary) -> list[str]:
         if h.estimand:
             lines.append(
                 f"- Effect ({md(h.estimand)}; {_family(h.family)}): "
-                f"{interval(h.effect_estimate, 'pp')}{_rule(h.reading)}."
+                f"{interval(h.effect_estimate, 'pp')}{_decision(s, h)}{_rule(h.reading)}."
             )
         if h.check is not None:
             lines.append(
-                f"- Check ({md(h.check.name)}): {interval(h.check, 'pp')}{_rule(h.check.reading)}."
+                f"- Check ({md(h.check.name)}): {interval(h.check, 'pp')}"
+                f"{_decision(s, h.check)}{_rule(h.check.reading)}."
             )
         if h.power is not None and h.power.mde is not None:
             lines.append(
@@ -333,6 +336,31 @@ def _hypotheses(s: Summary) -> list[str]:
             lines.append(f"- Caveat: {md(h.caveat)}")
         lines.append("")
     return lines
+
+
+def _decision(s: Summary, fig: Hypothesis | Check) -> str:
+    """`` (90% decision interval: -9.5 to -2.9)``: the interval the rule read, when the
+    summary has one (a summary written before decision intervals: the 95% one)."""
+    if fig.decision_low is None or fig.decision_high is None:
+        return ""
+    level = s.settings.decision_level
+    label = f"{100 * level:g}% " if level is not None else ""
+    return (
+        f" ({label}decision interval: {num(fig.decision_low, 'pp')} to "
+        f"{qty(fig.decision_high, 'pp')})"
+    )
+
+
+def _level_words(s: Summary) -> str:
+    """How a reading is decided: on the decision interval (a one-sided test at α), or on
+    the 95% interval for a summary written before decision intervals."""
+    alpha = s.settings.alpha
+    if alpha is None:
+        return "read on the 95% interval"
+    return (
+        f"read on the {100 * (1 - 2 * alpha):g}% decision interval (a one-sided test at "
+        f"{100 * alpha:g}% against δ; figures are shown with their 95% intervals)"
+    )
 
 
 def _rule(reading: str | None) -> str:
