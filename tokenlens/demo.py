@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+from tokenlens.analysis.pipeline import AnalyzeConfig, AnalyzeResult, run_analyze
 from tokenlens.bench.measure import BenchConfig, run_bench
 from tokenlens.bench.results_csv import BENCH_JSON, read_results
 from tokenlens.engine.config import SamplingConfig
@@ -293,45 +293,123 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         summary_markdown(runs, list(traces.values()) if size.replay else [], note, checks),
         encoding="utf-8",
     )
-    analysis = run_analyze(
-        AnalyzeConfig(runs=tuple(runs), out=config.out / "analysis", bench=bench_dir), progress
+    done = finish_study(
+        config.out,
+        config.size,
+        runs,
+        list(traces.values()) if size.replay else [],
+        bench_dir,
+        progress,
     )
-    report = write_analyze_report(config.out / "analysis")
+    lap("analysis")
+    stages["total"] = round(sum(stages.values()), 1)
+    (config.out / "wall.json").write_text(json.dumps(stages, indent=1) + "\n", encoding="utf-8")
+    return DemoResult(
+        index=done.index,
+        bench=bench_dir,
+        runs=runs,
+        summary=summary,
+        analysis=done.analysis.tables_path,
+        report=done.report,
+        findings=done.findings,
+        verdicts=done.verdicts,
+        traces=list(traces.values()),
+        stages=stages,
+        note=note,
+        checks=checks,
+    )
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What the last stage of a study wrote (:func:`finish_study`)."""
+
+    analysis: AnalyzeResult
+    report: Path
+    findings: Path
+    index: Path
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {h: v["verdict"] for h, v in self.analysis.summary["hypotheses"].items()}
+
+
+def finish_study(
+    out: Path,
+    size_name: str,
+    runs: list[Path],
+    traces: list[Path],
+    bench_dir: Path | None,
+    progress: Progress = SILENT,
+) -> Finished:
+    """The last stage of a study: analysis, its report, FINDINGS.md and index.html.
+
+    Shared by :func:`run_demo` and :func:`reanalyze`, so that a study analysed again
+    after an upgrade is written exactly as a fresh one would be.
+    """
+    note = smoke_note(size_name)
+    analysis = run_analyze(
+        AnalyzeConfig(runs=tuple(runs), out=out / "analysis", bench=bench_dir), progress
+    )
+    report = write_analyze_report(out / "analysis")
     rows = read_results(bench_dir / "results.csv") if bench_dir is not None else None
     info = (
         json.loads((bench_dir / BENCH_JSON).read_text(encoding="utf-8"))
         if bench_dir is not None
         else None
     )
-    findings = config.out / "FINDINGS.md"
+    findings = out / "FINDINGS.md"
     findings.write_text(
         with_note(findings_markdown(analysis.summary, rows, info), note), encoding="utf-8"
     )
+    summary = out / "summary.md"
     index = write_index(
-        config.out,
+        out,
         bench_dir,
-        config.out / "analysis",
-        [*runs, *(traces.values() if size.replay else [])],
+        out / "analysis",
+        [*runs, *traces],
         findings,
-        (summary,),
+        (summary,) if summary.is_file() else (),
         note=note,
     )
-    lap("analysis")
-    stages["total"] = round(sum(stages.values()), 1)
-    (config.out / "wall.json").write_text(json.dumps(stages, indent=1) + "\n", encoding="utf-8")
-    verdicts = {h: v["verdict"] for h, v in analysis.summary["hypotheses"].items()}
+    return Finished(analysis, report, findings, index)
+
+
+def reanalyze(out: Path, size_name: str, progress: Progress = SILENT) -> DemoResult:
+    """Analyse a finished study under ``out`` again from its run directories (after an
+    upgrade of the analysis): analysis/, FINDINGS.md and index.html are rewritten; the
+    runs, traces, bench, summary.md and wall.json are left as they are. No vLLM."""
+    size = SIZES[size_name]
+
+    def run_dirs(top: Path) -> list[Path]:
+        if not top.is_dir():
+            return []
+        return sorted(p for p in top.iterdir() if (p / "manifest.json").is_file())
+
+    runs = run_dirs(out / "runs")
+    if not runs:
+        raise TokenlensError(f"{out / 'runs'} holds no run directory: nothing to analyse again")
+    traces = run_dirs(out / "traces")
+    if (size.replay is not None) != bool(traces):
+        raise TokenlensError(
+            f"{out} does not look like a --size {size_name} study "
+            f"({'no' if not traces else 'a'} traces/ directory); give the size it was run with"
+        )
+    bench_dir = out / "bench" if (out / "bench" / "results.csv").is_file() else None
+    check = out / "replay" / "check.json"
+    checks = json.loads(check.read_text(encoding="utf-8")) if check.is_file() else []
+    done = finish_study(out, size_name, runs, traces, bench_dir, progress)
     return DemoResult(
-        index=index,
+        index=done.index,
         bench=bench_dir,
         runs=runs,
-        summary=summary,
-        analysis=analysis.tables_path,
-        report=report,
-        findings=findings,
-        verdicts=verdicts,
-        traces=list(traces.values()),
-        stages=stages,
-        note=note,
+        summary=out / "summary.md",
+        analysis=done.analysis.tables_path,
+        report=done.report,
+        findings=done.findings,
+        verdicts=done.verdicts,
+        traces=traces,
+        note=smoke_note(size_name),
         checks=checks,
     )
 

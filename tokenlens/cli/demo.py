@@ -16,7 +16,8 @@ from tokenlens.cli.common import (
     progress_for,
     say,
 )
-from tokenlens.demo import DEFAULT_SIZE, SIZES, DemoConfig, run_demo
+from tokenlens.demo import DEFAULT_SIZE, SIZES, DemoConfig, reanalyze, run_demo
+from tokenlens.errors import TokenlensError
 
 HELP = """\
 Run the study on the embedded default with no GPU and no model hub: assemble the
@@ -91,11 +92,21 @@ def register(sub: Any) -> None:
         help="keep complete traces already under --out with the same signature "
         "(continue an interrupted study)",
     )
+    p.add_argument(
+        "--reanalyze",
+        action="store_true",
+        help="analyse a finished study under --out again from its run directories "
+        "(after upgrading tokenlens): rewrites analysis/, FINDINGS.md and index.html; "
+        "runs no model and leaves the runs, traces and bench as they are. Give the "
+        "--size the study was run with",
+    )
     add_progress_flag(p)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.reanalyze:
+        return _reanalyze(args)
     config = DemoConfig(
         out=args.out,
         size=args.size,
@@ -138,4 +149,33 @@ def run(args: argparse.Namespace) -> int:
         say(f"{name}: {verdict}")
     if result.note is not None:
         say(result.note)
+    return 0
+
+
+def _reanalyze(args: argparse.Namespace) -> int:
+    """``--reanalyze``: the last stage only, on an existing study."""
+    given = [
+        flag
+        for flag, on in (
+            ("--corpus", args.corpus is not None),
+            ("--plan", args.plan is not None),
+            ("--no-bench", args.no_bench),
+            ("--no-check-trace", args.no_check_trace),
+            ("--limit", args.limit is not None),
+            ("--max-tokens", args.max_tokens is not None),
+            ("--reuse", args.reuse),
+        )
+        if on
+    ]
+    if given:
+        raise TokenlensError(f"--reanalyze runs nothing new: drop {', '.join(given)}")
+    progress = progress_for(args)
+    result = reanalyze(args.out, args.size, progress)
+    progress.close()
+    say(f"index:    {result.index}")
+    say(f"findings: {result.findings}")
+    say(f"analysis: {result.analysis}")
+    say(f"report:   {result.report}")
+    for hypothesis, verdict in result.verdicts.items():
+        say(f"{hypothesis}: {verdict}")
     return 0

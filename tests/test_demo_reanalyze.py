@@ -1,0 +1,67 @@
+"""``tokenlens demo --reanalyze``: the last stage of a study again, on its committed runs.
+
+Runs on a copy of the committed demo sample (no vLLM, no model weights: the runs'
+tokenizer is a built-in one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support import assert_one_line_error, cli
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "reports" / "demo"
+
+pytestmark = pytest.mark.skipif(not DEMO.is_dir(), reason="reports/demo/ not committed")
+
+
+def digests(root: Path, top: str) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((root / top).rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    shutil.copytree(DEMO, out, symlinks=True)
+    return out
+
+
+def test_reanalyze_rewrites_the_analysis_and_leaves_the_runs(study: Path) -> None:
+    before = {top: digests(study, top) for top in ("runs", "bench")}
+    (study / "analysis" / "tables.md").unlink()
+    (study / "FINDINGS.md").unlink()
+    status, out, err = cli(["demo", "--reanalyze", "--out", str(study), "--quiet"])
+    assert status == 0, err
+    summary = json.loads((study / "analysis" / "summary.json").read_text("utf-8"))
+    # Written by this version: the decision level is recorded, and the 5-prompt demo
+    # decides nothing.
+    assert summary["settings"]["alpha"] == pytest.approx(0.05)
+    assert (study / "analysis" / "tables.md").is_file()
+    assert {h["verdict"] for h in summary["hypotheses"].values()} == {"insufficient_data"}
+    assert "H1: insufficient_data" in out and "H2: insufficient_data" in out
+    # Every run of the study was analysed, in name order, with its bench.
+    runs = sorted(p.name for p in (study / "runs").iterdir() if p.is_dir())
+    assert [r["label"] for r in summary["runs"]] == runs
+    findings = (study / "FINDINGS.md").read_text("utf-8")
+    assert "decision interval" in findings and "Smoke-sized" in findings
+    assert (study / "index.html").is_file()
+    assert {top: digests(study, top) for top in ("runs", "bench")} == before
+
+
+def test_reanalyze_refuses_what_it_cannot_do(study: Path, tmp_path: Path) -> None:
+    status, _, err = cli(["demo", "--reanalyze", "--out", str(tmp_path), "--quiet"])
+    assert_one_line_error(status, err, "holds no run directory")
+    status, _, err = cli(["demo", "--reanalyze", "--size", "full", "--out", str(study), "--quiet"])
+    assert_one_line_error(status, err, "--size full", "give the size it was run with")
+    status, _, err = cli(["demo", "--reanalyze", "--reuse", "--out", str(study), "--quiet"])
+    assert_one_line_error(status, err, "drop --reuse")
