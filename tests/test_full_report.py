@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tokenlens.demo import FULL_SIZE, SIZES
+from tokenlens.format import VERDICT_WORDS
 from tokenlens.rundir import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,7 @@ def test_findings_give_the_summary_verdicts() -> None:
     s = summary()
     findings = (FULL / "FINDINGS.md").read_text("utf-8")
     for key, h in s["hypotheses"].items():
-        shown = h["verdict"].replace("_", " ")
+        shown = VERDICT_WORDS[h["verdict"]]
         assert re.search(rf"^- {key} \(.*\): \*\*{shown}\*\*", findings, re.M), key
     ja, en = s["prompts"]["ja"], s["prompts"]["en"]
     assert f"Prompts: {ja} Japanese, {en} English" in findings
