@@ -164,6 +164,17 @@ def interval_prose(
     return f"{text} ({level} CI {num(low, kind)} to {num(high, kind)})"
 
 
+def decision_prose(low: Any, high: Any, level: Any) -> str:
+    """``90% decision interval: -9.5 to -2.9 pp``: the interval a verdict reading used
+    (empty when the figure has none, e.g. a summary written before decision intervals)."""
+    lo, hi = finite(low), finite(high)
+    if lo is None or hi is None:
+        return ""
+    lev = finite(level)
+    label = f"{100 * lev:g}% " if lev is not None else ""
+    return f"{label}decision interval: {num(lo, 'pp')} to {qty(hi, 'pp')}"
+
+
 def rate_cell(stat: Any, *, count: bool = False, key: str = "rate") -> str:
     """A rate with its interval, `` (n=N)`` when ``count``, and ``*`` when the group is
     sparse (fewer rows than min_count)."""

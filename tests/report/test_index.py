@@ -131,6 +131,10 @@ def test_headline_numbers_verdicts_and_signatures(page: str, study: dict[str, An
         card = text[text.index(f"<h3>{key}: ") :]
         assert f'<span class="verdict {h["verdict"]}">{words[h["verdict"]]}</span>' in card
         assert effect in card[: card.index("</div>")]
+        if h.get("decision_low") is not None:  # the interval the reading used, next to it
+            lo, hi = 100 * h["decision_low"], 100 * h["decision_high"]
+            decided = f"; 90% decision interval: {lo:+.1f} to {hi:+.1f} pp</span>"
+            assert decided in card[: card.index("</div>")]
         assert h["evidence"] in card
     speed = text[text.index("<h2>Measured speed</h2>") : text.index("<h2>Reports")]
     for lang in ("ja", "en", "zh"):

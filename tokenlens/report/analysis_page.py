@@ -16,7 +16,15 @@ import pyarrow.parquet as pq
 
 from tokenlens.analysis.summary_file import SUMMARY, Hypothesis, RunSummary, Summary, load_summary
 from tokenlens.errors import TokenlensError
-from tokenlens.format import HYPOTHESES, interval, lang_order, num, qty, verdict_words
+from tokenlens.format import (
+    HYPOTHESES,
+    decision_prose,
+    interval,
+    lang_order,
+    num,
+    qty,
+    verdict_words,
+)
 from tokenlens.report import tokenview
 from tokenlens.report.charts import RATE_SECTIONS, all_charts
 from tokenlens.report.export import export_charts
@@ -71,7 +79,7 @@ def page_context(summary: Summary, specs: Mapping[str, Any]) -> dict[str, Any]:
         "warnings": list(summary.warnings),
         "prompts": summary.prompts,
         "min_prompts": summary.settings.min_prompts,
-        "hypotheses": hypotheses(summary.hypotheses),
+        "hypotheses": hypotheses(summary.hypotheses, level=summary.settings.decision_level),
         "acceptance": _acceptance_rows(summary),
         "rate_charts": [key for key, _, _ in RATE_SECTIONS if key in specs],
         "speed": _speed_rows(summary),
@@ -89,6 +97,7 @@ def hypotheses(
     hyps: Mapping[str, Hypothesis],
     note: str = " (Japanese − English, 95% CI)",
     every: bool = False,
+    level: float | None = None,
 ) -> list[dict[str, Any]]:
     """The H1/H2 cards: verdict, its words, the effect with ``note`` after it, and the
     evidence; a hypothesis missing from ``hyps`` is left out unless ``every``."""
@@ -107,6 +116,7 @@ def hypotheses(
                 "words": verdict_words(verdict),
                 "effect": interval(h.effect_estimate, "pp"),
                 "effect_note": note,
+                "decision": decision_prose(h.decision_low, h.decision_high, level),
                 "evidence": h.evidence or "",
             }
         )

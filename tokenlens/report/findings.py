@@ -39,6 +39,7 @@ from tokenlens.format import (
     MISSING,
     VERDICT_WORDS,
     code,
+    decision_prose,
     interval,
     lang_name,
     lang_order,
@@ -339,16 +340,9 @@ def _hypotheses(s: Summary) -> list[str]:
 
 
 def _decision(s: Summary, fig: Hypothesis | Check) -> str:
-    """`` (90% decision interval: -9.5 to -2.9)``: the interval the rule read, when the
-    summary has one (a summary written before decision intervals: the 95% one)."""
-    if fig.decision_low is None or fig.decision_high is None:
-        return ""
-    level = s.settings.decision_level
-    label = f"{100 * level:g}% " if level is not None else ""
-    return (
-        f" ({label}decision interval: {num(fig.decision_low, 'pp')} to "
-        f"{qty(fig.decision_high, 'pp')})"
-    )
+    """`` (90% decision interval: -9.5 to -2.9 pp)``: the interval the rule read."""
+    text = decision_prose(fig.decision_low, fig.decision_high, s.settings.decision_level)
+    return f" ({text})" if text else ""
 
 
 def _level_words(s: Summary) -> str:

@@ -209,7 +209,8 @@ def _hypotheses(
 ) -> list[dict[str, Any]]:
     if analysis.problem:
         return []
-    cards = hypotheses(parse_summary(analysis.data).hypotheses, note="", every=True)
+    parsed = parse_summary(analysis.data)
+    cards = hypotheses(parsed.hypotheses, note="", every=True, level=parsed.settings.decision_level)
     for card in cards:
         anchor = f"hyp-{card['key']}"
         card["more"] = _link(out, report, "in the report", anchor) if anchor in found else None
