@@ -199,3 +199,21 @@ def test_events_that_contradict_the_outputs_are_refused(run: Path, tmp_path: Pat
     )
     status, _, err = analyze(run, "--out", tmp_path / "out")
     assert_one_line_error(status, err, "events.parquet", "differs")
+
+
+@pytest.mark.parametrize("alpha", ["0", "0.5", "-0.1"])
+def test_an_alpha_outside_the_open_interval_is_refused_before_any_work(
+    run: Path, tmp_path: Path, alpha: str
+) -> None:
+    out = tmp_path / "out"
+    status, _, err = analyze(run, "--out", out, "--alpha", alpha)
+    assert_one_line_error(status, err, "--alpha must lie between 0 and 0.5")
+    assert not out.exists()
+
+
+def test_alpha_sets_the_decision_level_it_records(run: Path, tmp_path: Path) -> None:
+    status, _, err = analyze(run, "--out", tmp_path / "out", "--alpha", "0.025")
+    assert status == 0, err
+    settings = summary(tmp_path / "out")["settings"]
+    assert settings["alpha"] == pytest.approx(0.025)
+    assert settings["decision_level"] == pytest.approx(0.95)

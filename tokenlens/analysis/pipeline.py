@@ -107,15 +107,16 @@ class RunInfo:
 def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeResult:
     """Analyse ``config.runs`` and write tokens.parquet, outputs.parquet, summary.json and
     tables.md."""
-    checked = validate_inputs(config)  # every input check, before any work
-    if not config.runs:
-        raise TokenlensError("analyze needs at least one run directory")
+    # The options first: nothing is read or created for a run that cannot be analysed.
     if config.n_boot < 10:
         raise TokenlensError("--bootstrap must be at least 10")
     if config.interval not in METHODS:
         raise TokenlensError(f"--interval must be one of {', '.join(METHODS)}")
     if not 0.0 < config.alpha < 0.5:
         raise TokenlensError(f"--alpha must lie between 0 and 0.5 (got {config.alpha:g})")
+    checked = validate_inputs(config)  # every input check, before any work
+    if not config.runs:
+        raise TokenlensError("analyze needs at least one run directory")
     runs = [read_run(path) for path in config.runs]  # validate all before any work
     progress.stage("read and classify runs", total=len(config.runs), unit="run")
     frames, outputs, infos = [], [], []
