@@ -94,7 +94,7 @@ def estimate(study: Study, n_boot: int, seed: int, interval: str) -> Record:
                 est[name]["decision_low"],
                 est[name]["decision_high"],
             ]
-            for name in ESTIMANDS
+            for name in est  # every key estimate (the H2 check too)
         },
         "H1": summary["hypotheses"]["H1"]["verdict"],
         "H2": summary["hypotheses"]["H2"]["verdict"],
@@ -344,21 +344,24 @@ def rule_lines(records: Sequence[Record], interval: str, n: int = 30) -> list[st
     return lines
 
 
-def _tri(e: Sequence[Any], decision: bool, delta: float = 0.02) -> str:
-    """yes / no / unsure for "Japanese worse by more than delta" from a record's
-    [value, lo, hi, why, decision_lo, decision_hi]: on the decision interval, or on the
-    reported 95% interval (the first rule)."""
-    lo, hi = (e[4], e[5]) if decision and len(e) > 5 else (e[1], e[2])
-    if lo is None or hi is None:
-        return "n/a"
-    return "yes" if hi < -delta else "no" if lo > -delta else "unsure"
+def _as_estimates(rec: Record) -> dict[str, dict[str, Any]]:
+    """A record's [value, lo, hi, why, decision_lo, decision_hi] lists as key estimates.
+    Records written before the H2 check was recorded read the trained family's within
+    part in its place (same bins at N >= 30, different weights)."""
+    out = {
+        name: dict(zip(("value", "ci_low", "ci_high", "not_estimable"), e[:4], strict=True))
+        | ({"decision_low": e[4], "decision_high": e[5]} if len(e) > 5 else {})
+        for name, e in rec["est"].items()
+    }
+    out.setdefault("h2_within_trained", out["within_trained"])
+    return out
 
 
 def decision_levels(records: Sequence[Record], interval: str) -> list[str]:
     """``supported`` rates under the shipped rule (readings on the 90% decision interval,
     one-sided 5%) vs the first rule (readings on the 95% interval, one-sided 2.5%), on
-    the same studies, recomputed from the key estimates with the estimator's gates
-    (insufficient data, no Japanese deficit) and the H1 veto / H2 conjunction."""
+    the same studies, recomputed from the key estimates by the estimator's own rules
+    (:func:`tokenlens.testing.estimator.supported`)."""
     lines = [
         f"### `supported` (%): readings on the 90% decision interval (shipped) vs the 95% "
         f"interval (first rule) (interval = {interval})",
@@ -371,18 +374,11 @@ def decision_levels(records: Sequence[Record], interval: str) -> list[str]:
         for decision in (True, False):
             h1 = h2 = 0
             for r in recs:
-                e = r["est"]
-                if "insufficient_data" in (r["H1"], r["H2"]) or (
-                    _tri(e["gap_trained"], decision) == "no"
-                ):
+                if "insufficient_data" in (r["H1"], r["H2"]):
                     continue
-                h1 += _tri(e["composition_trained"], decision) == "yes" and (
-                    _tri(e["composition_free"], decision) != "no"
-                )
-                h2 += (
-                    _tri(e["h2_did"], decision) == "yes"
-                    and _tri(e["within_trained"], decision) == "yes"
-                )
+                said = estimator.supported(_as_estimates(r), decision)
+                h1 += said["H1"]
+                h2 += said["H2"]
             cells.append((h1, h2))
         (h1_90, h2_90), (h1_95, h2_95) = cells
         pct = [100 * x / len(recs) for x in (h1_90, h1_95, h2_90, h2_95)]

@@ -78,3 +78,25 @@ def key_estimates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if missing:
         raise KeyError(f"key_estimates lacks {sorted(missing)}")
     return result
+
+
+def supported(est: dict[str, Any], decision: bool = True) -> dict[str, bool]:
+    """Whether H1 and H2 read ``supported`` from key estimates (``key_estimates`` form),
+    with the estimator's own rules (``tri``, ``combine``, ``conjoin`` and the
+    no-deficit gate), read on each figure's decision interval or, with ``decision``
+    False, on its reported 95% interval (the first rule). The minimum-prompts gate is
+    the caller's."""
+    from tokenlens.analysis.verdicts import NO, SUPPORTED, Rules, combine, conjoin, tri
+
+    delta = Rules().delta
+
+    def read(name: str) -> str:
+        e = est[name]
+        keys = ("decision_low", "decision_high") if decision else ("ci_low", "ci_high")
+        return str(tri({k: e.get(k) for k in keys}, delta))
+
+    if read("gap_trained") == NO:
+        return {"H1": False, "H2": False}
+    h1 = combine(read("composition_trained"), read("composition_free")) == SUPPORTED
+    h2 = conjoin(read("h2_did"), read("h2_within_trained")) == SUPPORTED
+    return {"H1": h1, "H2": h2}
