@@ -336,10 +336,11 @@ _TOY = 40  # toy tokens are ids 100 .. 139 of the Qwen2.5 vocabulary (plain ASCI
 
 
 def toy_target(seq: Sequence[int]) -> int:
-    """The fake target's greedy next token after ``seq`` (EOS about one time in 23)."""
-    if (seq[-1] + len(seq)) % 23 == 0:
+    """The fake target's greedy next token after ``seq`` (EOS about one time in 41)."""
+    if (seq[-1] + len(seq)) % 41 == 0:
         return FAKE_EOS
-    return 100 + (seq[-1] * 31 + seq[-2] * 17 + len(seq)) % _TOY
+    before = seq[-2] if len(seq) > 1 else 0
+    return 100 + (seq[-1] * 31 + before * 17 + len(seq)) % _TOY
 
 
 def toy_drafter(seq: Sequence[int]) -> int:
