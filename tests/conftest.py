@@ -44,3 +44,51 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> FakeVllm:
         monkeypatch.setattr(f"{module}.installed_vllm", lambda: FAKE_VLLM_VERSION)
     monkeypatch.setattr(runner, "load_hf_tokenizer", _hf_tokenizer)
     return FakeVllm()
+
+
+# -- how many engines the session started, and how many loaded the real pair ----------------
+
+ENGINE_START = "Initializing a V1 LLM engine"  # vLLM's engine core logs it once per start
+
+
+def engine_starts(root: Path) -> list[tuple[Path, bool]]:
+    """Every vLLM engine start logged under ``root`` (each test's engine, server and bench
+    logs live in its temporary directory): (log file, whether it loaded the real pair:
+    an embedded model as the target or the drafter)."""
+    from tokenlens.models.embedded import EMBEDDED
+
+    starts = []
+    for log in sorted(root.rglob("*.log")):
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if ENGINE_START in line:
+                starts.append((log, any(key in line for key in EMBEDDED)))
+    return starts
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """Print the session's engine starts (docs/development.md: the real pair starts at most
+    four times in the whole suite)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None or getattr(config, "workerinput", None) is not None:
+        return
+    try:
+        root = factory.getbasetemp()
+    except OSError:
+        return
+    starts = engine_starts(root)
+    if not starts:
+        return
+    real = [log for log, is_real in starts if is_real]
+    terminalreporter.write_sep("-", "vLLM engine starts (from the engine logs of this session)")
+    terminalreporter.write_line(
+        f"{len(starts)} engine starts, {len(real)} of them on the real Qwen pair "
+        f"(logs under {root})"
+    )
+    for log in real:
+        terminalreporter.write_line(f"  real pair: {log.relative_to(root)}")

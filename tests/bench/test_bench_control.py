@@ -183,3 +183,30 @@ def test_a_dead_engine_keeps_the_finished_cases(
     assert done and all(".baseline." in d or ".ng-k1." in d for d in done)
     result = run_bench(bench_config, start=FakeVllm())
     assert result.resumed == len(done)
+
+
+def test_the_bench_run_directories_are_analysable_with_its_speeds(
+    bench_config: BenchConfig, fake_vllm: FakeVllm, tmp_path: Path
+) -> None:
+    from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+
+    result = run_bench(bench_config, start=fake_vllm)
+    # The plan the bench ran is kept beside its results, byte for byte.
+    assert (result.out / "plan.toml").read_bytes() == bench_config.plan.read_bytes()
+    rows = [r for r in read_results(result.results_csv) if r["method"] == "draft_model"]
+    runs = tuple(result.out / r["run_dir"] for r in rows)
+    analysis = run_analyze(
+        AnalyzeConfig(runs=runs, out=tmp_path / "analysis", n_boot=50, bench=result.out)
+    )
+    # The speed model's draft cost is fitted from this bench's speeds.
+    for section in analysis.summary["runs"]:
+        assert section["speed"]["draft_cost_source"] == "fitted"
+        assert section["speed"]["draft_cost_measured"] is True
+    # The analysis of the cases' run directories counts what the engine counted there.
+    for row, run in zip(rows, runs, strict=True):
+        counters = read_run(run).metrics
+        acceptance = analysis.summary["acceptance"][row["lang"]]
+        assert acceptance["n"] == counters.num_draft_tokens > 0
+        assert acceptance["rate"] == pytest.approx(
+            counters.num_accepted_tokens / counters.num_draft_tokens
+        )
