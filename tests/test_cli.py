@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -9,12 +10,22 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
-from tokenlens.cli import main
-
-COMMANDS = ["demo", "trace", "analyze", "tokens", "models"]
+from tokenlens.cli import build_parser, main
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+def commands() -> list[str]:
+    """Every command the parser registers (a new one is checked without editing this)."""
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(sub.choices)
+
+
+def test_every_command_is_checked() -> None:
+    assert set(commands()) >= {"demo", "bench", "trace", "replay", "analyze", "tokens",
+                               "models", "corpora", "doctor"}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", commands())
 def test_each_command_help_has_examples(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
