@@ -4,7 +4,8 @@
 # every test, including the real vLLM CPU runs.
 #
 # Tests run in two parts: the fast part (-m "not vllm": no engine, no model build) on
-# two pytest-xdist workers, then the engine part (-m vllm) serially, since every engine
+# two pytest-xdist workers (a file's tests on one worker, so that module fixtures are
+# built once), then the engine part (-m vllm) serially, since every engine
 # binds all cores. Both print their 30 slowest tests and their wall time; the engine
 # part also prints how many engines started and how many loaded the real pair. With
 # arguments, pytest runs once with them instead (e.g. `bash scripts/test.sh tests/text`).
@@ -26,7 +27,7 @@ if [ "$#" -gt 0 ]; then
 fi
 status=0
 start=$SECONDS
-.venv/bin/python -m pytest -m "not vllm" -n 2 --durations=30 || status=$?
+.venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile --durations=30 || status=$?
 echo "test: fast part (-m 'not vllm', 2 workers) took $((SECONDS - start)) s"
 start=$SECONDS
 .venv/bin/python -m pytest -m vllm --durations=30 || status=$?

@@ -252,7 +252,13 @@ def test_the_analysis_counts_the_replayed_runs_drafts(study: Study) -> None:
         assert num(summary["acceptance"][lang]["rate"], "rate") in findings
     for target in ("analysis/report.html", "FINDINGS.md"):
         assert f'href="{target}' in index and (study.root / target).is_file()
-    assert study.finished.report.is_file()
+    assert 'href="bench/report.html' not in index and study.finished.report.is_file()
+    # No bench: the speed model says its draft cost is assumed, and recommends no k.
+    for run in summary["runs"]:
+        speed = run["speed"]
+        assert speed["draft_cost_source"] == "assumed default"
+        assert speed["draft_cost_measured"] is False
+        assert all(block["recommended_k"] is None for block in speed["by_lang"].values())
 
 
 # -- the tiny models' tokenizer against the embedded one (no engine) ----------------------
