@@ -1,7 +1,7 @@
 """The real Qwen pair, started as few times as the study needs: one small study end to end.
 
-Session-scoped, shared by every test here: a draft-model k=3 trace through the CLI
-(logprobs, float32) and an n-gram k=3 trace of the same four prompts (two demo prompts
+Session-scoped, shared by every test here: a draft-model k=3 trace (logprobs, float32)
+and an n-gram k=3 trace through the CLI of the same four prompts (two demo prompts
 whose outputs max_model_len stops, two one-word answers that stop at the end of turn),
 a replay of both drafters at k=3 from the draft-model trace (branch drafts on), then the
 study's last stage as the demo runs it (analysis, report, FINDINGS.md, index.html).
@@ -67,7 +67,7 @@ PROMPTS: list[dict[str, object]] = [
 class Study:
     root: Path
     traces: dict[str, Path]  # method -> traced run directory
-    cli_stdout: str  # of the draft-model trace
+    cli_stdout: str  # of the n-gram trace (`tokenlens trace`)
     replay: ReplayResult
     finished: Finished
 
@@ -78,6 +78,11 @@ class Study:
         return read_run(next(p for p in self.replay.runs if p.name == f"{method}-k3"))
 
 
+# The study's requests need a few MB of KV cache; tokenlens' CPU default (2 GiB) beside a
+# float32 pair would take memory a shared machine may not have.
+SMALL_KV = {"kv_cache_memory_bytes": 256 << 20}
+
+
 @pytest.fixture(scope="session")
 def study(pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Study:
     root = tmp_path_factory.mktemp("study")
@@ -85,38 +90,45 @@ def study(pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     # float32 (the cached weights' own precision), as the demo runs: in bfloat16 the
     # verification pass (k+1 tokens at once) and plain decoding round differently enough
     # to flip choices 0.1 nats apart, far outside a near-tie.
-    common = ["--max-tokens", str(MAX_TOKENS), "--max-model-len", str(MAX_MODEL_LEN),
-              "--allow-capped-output", "--concurrency", "1", "--dtype", "float32"]  # fmt: skip
-    dm = root / "traces" / "draft_model-k3"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tokenlens", "trace", "--prompts", str(prompts),
-         "--method", "draft_model", "--k", "3", "--logprobs", "5", *common,
-         "--out", str(dm), "--quiet"],
-        cwd=REPO, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    ngram = run_trace(
-        TraceConfig(
-            prompts=prompts,
-            out=root / "traces" / "ngram-k3",
-            method="ngram",
-            num_spec=3,
-            sampling=SamplingConfig(max_tokens=MAX_TOKENS, logprobs=2),
-            concurrency=1,
-            dtype="float32",
-            max_model_len=MAX_MODEL_LEN,
-            allow_capped_output=True,
+    common = {
+        "prompts": prompts,
+        "num_spec": 3,
+        "concurrency": 1,
+        "dtype": "float32",
+        "max_model_len": MAX_MODEL_LEN,
+        "allow_capped_output": True,
+        "engine_extra": SMALL_KV,
+    }
+    with pytest.MonkeyPatch.context() as env:  # a busy machine must not fail a step
+        env.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800")
+        dm = run_trace(
+            TraceConfig(
+                out=root / "traces" / "draft_model-k3",
+                method="draft_model",
+                sampling=SamplingConfig(max_tokens=MAX_TOKENS, logprobs=5),
+                **common,  # type: ignore[arg-type]
+            )
         )
-    )
-    replay = run_replay(
-        ReplayConfig(
-            source=dm,
-            out=root / "runs",
-            methods=("draft_model", "ngram"),
-            ks=(3,),
-            branch_drafts=True,
+        # The n-gram trace through the CLI, as a user runs it.
+        ngram = root / "traces" / "ngram-k3"
+        proc = subprocess.run(
+            [sys.executable, "-m", "tokenlens", "trace", "--prompts", str(prompts),
+             "--method", "ngram", "--k", "3", "--logprobs", "2",
+             "--max-tokens", str(MAX_TOKENS), "--max-model-len", str(MAX_MODEL_LEN),
+             "--allow-capped-output", "--concurrency", "1", "--dtype", "float32",
+             "--out", str(ngram), "--quiet"],
+            cwd=REPO, capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        replay = run_replay(
+            ReplayConfig(
+                source=dm,
+                out=root / "runs",
+                methods=("draft_model", "ngram"),
+                ks=(3,),
+                branch_drafts=True,
+            )
         )
-    )
     traces = {"draft_model": dm, "ngram": ngram}
     finished = finish_study(root, "full", replay.runs, list(traces.values()), None)
     return Study(root, traces, proc.stdout, replay, finished)
