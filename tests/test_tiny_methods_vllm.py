@@ -167,13 +167,17 @@ BUSY = [
     for i, topic in enumerate(TOPICS)
     for lang in ("ja", "en")
 ]  # fmt: skip
-# MTP: eight requests in flight, 24 tokens each on top of ~35-token prompts, on 6 KV
-# blocks of 32 tokens (192 tokens; vLLM's CPU default is 128-token blocks): vLLM must
-# preempt and resume requests, with the hook recording throughout.
+# MTP: eight requests in flight, 64 tokens each on top of ~35-token prompts, on 6 KV
+# blocks of 32 tokens (192 tokens; vLLM's CPU default is 128-token blocks). Three
+# requests fit at admission (two blocks each); each needs a third block as it grows past
+# 64 tokens, so vLLM must preempt and resume requests, with the hook recording
+# throughout. (24-token outputs never left their first two blocks: no preemption.)
+BUSY_MAX_TOKENS = 64
 BUSY_ENGINE: dict[str, Any] = {
     "concurrency": 8,
     "max_model_len": 128,
     "engine_extra": {"block_size": 32, "num_gpu_blocks_override": 6},
+    "sampling": SamplingConfig(max_tokens=BUSY_MAX_TOKENS, logprobs=5, ignore_eos=True),
 }
 
 
@@ -224,9 +228,11 @@ def test_trace_reconciles_exactly(tiny_run: Run) -> None:
     assert len(m.accepted_per_position) == k
     assert sum(m.accepted_per_position) == m.num_accepted_tokens
     check_events(tiny_run)
+    max_tokens = man["sampling"]["max_tokens"]  # EOS ignored: every output is that long
+    assert max_tokens in (MAX_TOKENS, BUSY_MAX_TOKENS)
     for row in tiny_run.requests.to_pylist():
-        assert len(row["output_token_ids"]) == MAX_TOKENS
-        assert len(row["token_logprob"]) == MAX_TOKENS
+        assert len(row["output_token_ids"]) == max_tokens
+        assert len(row["token_logprob"]) == max_tokens
 
 
 @pytest.mark.vllm
