@@ -9,14 +9,20 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import secrets
 import shutil
+import time
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from tokenlens.bench.results_csv import COLUMN_NAMES, Row, read_results, write_results
 from tokenlens.capture.reconcile import reconcile
+from tokenlens.engine.results import SpecCounters
+from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -320,3 +326,316 @@ def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
     path = tmp_path / "plan.toml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# --- a fake vLLM: trace's, bench's and replay's control flow without an engine --------------
+
+FAKE_EOS = 151645  # <|im_end|>: the toy target stops on it, as Qwen does
+_TOY = 40  # toy tokens are ids 100 .. 139 of the Qwen2.5 vocabulary (plain ASCII pieces); so
+# few that outputs repeat themselves and the n-gram drafter finds matches
+
+
+def toy_target(seq: Sequence[int]) -> int:
+    """The fake target's greedy next token after ``seq`` (EOS about one time in 41)."""
+    if (seq[-1] + len(seq)) % 41 == 0:
+        return FAKE_EOS
+    before = seq[-2] if len(seq) > 1 else 0
+    return 100 + (seq[-1] * 31 + before * 17 + len(seq)) % _TOY
+
+
+def toy_drafter(seq: Sequence[int]) -> int:
+    """The fake drafter: the target's token, except at about one position in four."""
+    token = toy_target(seq)
+    return token + 1 if (seq[-1] + 3 * len(seq)) % 4 == 0 else token
+
+
+def toy_ngram(seq: Sequence[int], k: int, low: int = 1, high: int = 4) -> list[int]:
+    """A prompt-lookup proposal: the tokens after the latest earlier match of the longest
+    suffix of ``seq`` (``high`` down to ``low`` tokens); none without a match."""
+    for n in range(min(high, len(seq) - 1), low - 1, -1):
+        suffix = list(seq[-n:])
+        for i in range(len(seq) - n - 1, -1, -1):
+            if list(seq[i : i + n]) == suffix:
+                return list(seq[i + n : i + n + k])
+    return []
+
+
+def toy_prompt_ids(job: Any) -> tuple[int, ...]:
+    """Prompt token ids of a job: toy ids from its text, then "<|im_start|>assistant\\n"."""
+    text = job.text or " ".join(str(m["content"]) for m in job.messages or ())
+    return (*(100 + (ord(c) * 7) % _TOY for c in text[:40]), 151644, 77091, 198)
+
+
+@dataclass
+class _Request:
+    """One request of the fake engine, stepped one scheduler step at a time."""
+
+    job: Any
+    internal: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    ignore_eos: bool
+    out: list[int] = field(default_factory=list)
+
+    def done(self) -> bool:
+        stop = bool(self.out) and self.out[-1] == FAKE_EOS and not self.ignore_eos
+        return len(self.out) >= self.max_tokens or stop
+
+
+class FakeEngine:
+    """A :class:`~tokenlens.engine.backend.Backend` (and replay worker) without vLLM.
+
+    It generates with :func:`toy_target`, drafts with :func:`toy_drafter` or
+    :func:`toy_ngram`, and writes what vLLM's worker and the tokenlens plugin write in a
+    trace directory (step files in the plugin's format, ``submitted-``/``finished-``
+    records, a capture status), so everything after the engine is the real code. Its
+    counters are those of its steps, as vLLM's are. :class:`FakeVllm` makes one per start.
+    """
+
+    def __init__(
+        self, vllm: FakeVllm, config: Any, log_path: Path, progress: Any, index: int
+    ) -> None:
+        self.vllm, self.config, self.log_path, self.progress = vllm, config, log_path, progress
+        self.index = index  # how many engines this FakeVllm started before this one
+        self.info: dict[str, Any] = {}
+        self.total = SpecCounters()
+        self.finished = 0
+
+    def __enter__(self) -> FakeEngine:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text("fake engine\n", encoding="utf-8")
+        if self.index in self.vllm.fail_start:
+            raise TokenlensError(f"the vLLM engine failed to start (fake); see {self.log_path}")
+        self.vllm.started.append(self.config)
+        self.info = {"dtype": "float32", "vllm_version": FAKE_VLLM_VERSION}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def version(self) -> str:
+        return FAKE_VLLM_VERSION
+
+    def counters(self) -> SpecCounters:
+        return self.total
+
+    def _model(self, path: str) -> Any:
+        return toy_drafter if Path(path).name == self.vllm.drafter else toy_target
+
+    # -- Backend ---------------------------------------------------------------------
+    def generate(self, jobs: list[Any], sampling: Any, concurrency: int = 1) -> Any:
+        from tokenlens.capture.recorder import StepRecorder, write_status
+        from tokenlens.engine.results import GeneratedRequest, GenerationResult
+
+        trace_dir = self.config.trace_dir
+        recorder = StepRecorder(trace_dir, background=False) if trace_dir else None
+        if trace_dir:
+            write_status(trace_dir, {**FAKE_STATUS, "pid": os.getpid()})
+        pending = [
+            _Request(
+                job,
+                f"{job.rid}-{secrets.token_hex(4)}",
+                toy_prompt_ids(job),
+                job.max_tokens or sampling.max_tokens,
+                sampling.ignore_eos,
+            )
+            for job in jobs
+        ]
+        pending.reverse()
+        running: list[_Request] = []
+        done: dict[str, GeneratedRequest] = {}
+        before = self.total
+        t0 = time.perf_counter()
+        while pending or running:
+            while pending and len(running) < max(1, concurrency):
+                req = pending.pop()
+                running.append(req)
+                self._append(trace_dir, "submitted", [
+                    {"internal": req.internal, "request_id": req.job.rid,
+                     "prompt_id": req.job.prompt_id}
+                ])  # fmt: skip
+            records = [self._step(req) for req in running]
+            if recorder is not None:
+                recorder.write_step(records)
+            for req in [r for r in running if r.done()]:
+                running.remove(req)
+                done[req.job.rid] = self._result(req, sampling)
+                self._append(trace_dir, "finished", [asdict(done[req.job.rid])])
+                self.progress.advance(1)
+                self.finished += 1
+            dies = self.vllm.die_after.get(self.index)
+            if dies is not None and self.finished >= dies and running:
+                raise TokenlensError(f"the vLLM engine died (fake); see {self.log_path}")
+        return GenerationResult(
+            requests=tuple(done[job.rid] for job in jobs),
+            wall_seconds=max(time.perf_counter() - t0, 1e-6),
+            counters=self.total - before,
+            vllm_version=FAKE_VLLM_VERSION,
+            info={"num_preemptions": 0},
+        )
+
+    def _step(self, req: _Request) -> dict[str, Any]:
+        """One scheduler step of ``req``: its record as the plugin writes it."""
+        seq = [*req.prompt, *req.out]
+        spec = self.config.speculative
+        if not req.out:  # prefill: output token 0, no drafts
+            req.out.append(toy_target(seq))
+            return {"r": req.internal, "b": 0, "g": req.out[:1], "n": 1}
+        drafts: list[int] = []
+        if spec is not None and spec.method == "ngram":
+            drafts = toy_ngram(seq, spec.num_speculative_tokens)
+        elif spec is not None:
+            draft = self._model(spec.model)
+            for _ in range(spec.num_speculative_tokens):
+                drafts.append(draft([*seq, *drafts]))
+        sampled: list[int] = []
+        for j, token in enumerate(drafts):
+            sampled.append(toy_target([*seq, *drafts[:j]]))
+            if sampled[-1] != token:
+                break
+        else:
+            sampled.append(toy_target([*seq, *drafts]))  # every draft accepted: the bonus
+        base = len(req.out)
+        for token in sampled:  # appended one by one until a stop
+            req.out.append(token)
+            if req.done():
+                break
+        record = {"r": req.internal, "b": base, "g": sampled, "n": len(req.out) - base}
+        if drafts:
+            accepted = len(sampled) - 1
+            width = spec.num_speculative_tokens
+            per_position = tuple(int(j < accepted) for j in range(width))
+            self.total = self.total + SpecCounters(1, len(drafts), accepted, per_position)
+            record |= {"d": drafts, "a": accepted, "i": 0}
+        return record
+
+    def _result(self, req: _Request, sampling: Any) -> Any:
+        from tokenlens.engine.results import GeneratedRequest, TokenLogprobs
+        from tokenlens.text import load_tokenizer
+
+        pieces = load_tokenizer("qwen2.5").pieces([t for t in req.out if t != FAKE_EOS])
+        logprobs = None
+        if sampling.logprobs:
+            n = sampling.logprobs
+            logprobs = tuple(
+                TokenLogprobs(
+                    -0.25, 1, (t, *range(1, n)), (-0.25, *(-3.0 - i for i in range(1, n)))
+                )
+                for t in req.out
+            )
+        stop = req.out[-1] == FAKE_EOS and not sampling.ignore_eos
+        return GeneratedRequest(
+            prompt_id=req.job.rid,
+            vllm_request_id=req.internal,
+            prompt_token_count=len(req.prompt),
+            output_token_ids=tuple(req.out),
+            output_text=b"".join(pieces).decode("utf-8", "replace"),
+            finish_reason="stop" if stop else "length",
+            logprobs=logprobs,
+            first_token_latency=0.01,
+            prompt_token_ids=req.prompt,
+        )
+
+    @staticmethod
+    def _append(trace_dir: str | None, kind: str, lines: list[dict[str, Any]]) -> None:
+        if not trace_dir:
+            return
+        Path(trace_dir).mkdir(parents=True, exist_ok=True)
+        with (Path(trace_dir) / f"{kind}-{os.getpid()}.jsonl").open("a", encoding="utf-8") as f:
+            f.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+
+    # -- replay's worker (Engine.call) -------------------------------------------------
+    def call(self, function: str, *args: Any) -> Any:
+        from tokenlens.replay import ngram, passes
+
+        if function == ngram.IN_ENGINE:
+            return self._ngram(args[0])
+        assert function == passes.GREEDY, function
+        model = self._model(self.config.model)
+        results = []
+        for req in args[0]:
+            seq = list(req.tokens)
+            argmax = [-1] + [model(seq[:i]) for i in range(1, len(seq))] if req.score_prompt else []
+            generated: list[int] = []
+            for _ in range(req.max_tokens):
+                generated.append(model([*seq, *generated]))
+            results.append(
+                passes.PassResult(
+                    argmax=tuple(argmax),
+                    margin=tuple([float("nan")] + [1.0] * (len(argmax) - 1)) if argmax else (),
+                    generated=tuple(generated),
+                    generated_margin=(1.0,) * len(generated),
+                )
+            )
+            self.progress.advance(1)
+        return results
+
+    @staticmethod
+    def _ngram(payload: dict[str, Any]) -> list[list[list[int]]]:
+        settings = payload["settings"]
+        out = []
+        for seq in payload["sequences"]:
+            tokens, prompt_len = seq["tokens"], seq["prompt_len"]
+            out.append(
+                [[]]
+                + [
+                    toy_ngram(tokens[: prompt_len + n], settings["k"])
+                    for n in range(1, len(tokens) - prompt_len)
+                ]
+            )
+        return out
+
+
+FAKE_VLLM_VERSION = "0.32.0"
+FAKE_STATUS = {
+    "state": "recording",
+    "scheduler_class": "FakeScheduler",
+    "tier": "verified",
+    "tier_note": "a fake engine (tests/support.py)",
+    "vllm_version": FAKE_VLLM_VERSION,
+    "fingerprint": None,
+    "async_scheduling": False,
+    "per_request_metrics": None,
+}
+
+
+@dataclass
+class FakeVllm:
+    """Starts :class:`FakeEngine`s: pass it as ``start`` to run_trace, resume_trace,
+    run_bench or run_replay. ``started`` lists the engine config of every engine that
+    started; ``die_after`` maps a start (0 = the first) to how many requests it finishes
+    before it dies; ``fail_start`` lists the starts that fail at once. ``drafter`` names
+    the model directory that drafts with :func:`toy_drafter` (every other one is the
+    toy target)."""
+
+    die_after: dict[int, int] = field(default_factory=dict)
+    fail_start: set[int] = field(default_factory=set)
+    drafter: str = "tiny-mimo-mtp"
+    started: list[Any] = field(default_factory=list)
+    made: int = 0
+
+    def __call__(self, config: Any, log_path: Path, progress: Any) -> FakeEngine:
+        engine = FakeEngine(self, config, log_path, progress, self.made)
+        self.made += 1
+        return engine
+
+
+@dataclass
+class RecordingProgress:
+    """A :class:`~tokenlens.progress.Progress` that keeps what it was told."""
+
+    stages: list[tuple[str, float | None]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    advanced: float = 0
+
+    def stage(self, name: str, total: float | None = None, unit: str = "it") -> None:
+        self.stages.append((name, total))
+
+    def advance(self, amount: float = 1) -> None:
+        self.advanced += amount
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def close(self) -> None:
+        pass

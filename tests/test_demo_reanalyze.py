@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import assert_one_line_error, cli
+from tokenlens.bench.results_csv import read_results
+from tokenlens.demo import smoke_note, with_note
+from tokenlens.report.findings import findings_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "reports" / "demo"
@@ -54,6 +57,11 @@ def test_reanalyze_rewrites_the_analysis_and_leaves_the_runs(study: Path) -> Non
     assert [r["label"] for r in summary["runs"]] == runs
     findings = (study / "FINDINGS.md").read_text("utf-8")
     assert "decision interval" in findings and "Smoke-sized" in findings
+    # FINDINGS.md is the renderer's text of the files the stage wrote and read (summary,
+    # the bench's results and bench.json), under the size's note: what the demo writes.
+    rows = read_results(study / "bench" / "results.csv")
+    info = json.loads((study / "bench" / "bench.json").read_text("utf-8"))
+    assert findings == with_note(findings_markdown(summary, rows, info), smoke_note("medium"))
     assert (study / "index.html").is_file()
     assert {top: digests(study, top) for top in ("runs", "bench")} == before
 

@@ -78,9 +78,23 @@ def test_help_teaches_the_sizes_with_wall_times() -> None:
 
 
 def test_summary_markdown_separates_replayed_runs_from_traces() -> None:
-    assert "Real traces" not in summary_markdown([], [])
-    text = summary_markdown([], [], "note")
+    """Replayed runs in one table, the real traces they came from in another, each row
+    in the table of its kind, every run's signature listed."""
+    from tests.support import REAL_RUN, REPO
+
+    replayed, traced = REPO / "tests" / "data" / "run-ngram", REAL_RUN
+    text = summary_markdown([replayed], [traced], "note")
     assert "> **Smoke-sized.** note" in text
+    head, _, tail = text.partition("Real traces (vLLM's counters):")
+    assert "Replayed runs (analysed; counters derived from the events):" in head
+    assert "| run-ngram |" in head and "| run-ngram |" not in tail
+    assert "| run-dm3 |" in tail and "| run-dm3 |" not in head
+    for run in (replayed, traced):
+        assert f"`{run.parent.name}/{run.name}`: `" in text
+    # Without traces (the smoke sizes): one table, no replay wording, no note.
+    plain = summary_markdown([traced])
+    assert "| run-dm3 |" in plain and "Real traces" not in plain and "Replayed" not in plain
+    assert "Smoke-sized" not in plain
 
 
 def test_index_shows_the_smoke_note(tmp_path: Path) -> None:

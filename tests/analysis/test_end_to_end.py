@@ -60,9 +60,49 @@ def test_join_classifies_the_planted_classes(
         assert not mine["emitted_mismatch"].any()
     for run in result.summary["runs"]:
         assert run["reconciliation"]["matches"]
-        # The counters the events imply are printed next to the run's own.
+        # The counters the events imply, counted here from the planted rows (not from the
+        # events file the analysis read), next to the run's own.
+        sim = planted[planted["run"] == run["label"]]
+        k = int(run["k"])
+        assert run["reconciliation"]["events"] == {
+            "num_drafts": int(sim.groupby(["request_id", "step"], observed=True).ngroups),
+            "num_draft_tokens": len(sim),
+            "num_accepted_tokens": int(sim["accepted"].sum()),
+            "accepted_per_position": [int(sim["accepted"][sim["position"] == j].sum())
+                                      for j in range(k)],
+        }  # fmt: skip
         assert run["reconciliation"]["events"] == run["reconciliation"]["vllm"]
         assert run["reconciliation"]["events"]["num_draft_tokens"] > 0
+
+
+def test_counters_that_disagree_with_the_events_are_caught(
+    runs: tuple[Study, list[Path]], tmp_path: Path
+) -> None:
+    """The reconciliation compares two sources: a metrics.json that does not say what the
+    events say (one accepted draft too many) stops the analysis, and with
+    --allow-unreconciled the summary shows the difference."""
+    import json
+    import shutil
+
+    from tokenlens.errors import TokenlensError
+
+    _, paths = runs
+    copy = tmp_path / paths[0].name
+    shutil.copytree(paths[0], copy)
+    metrics = json.loads((copy / "metrics.json").read_text())
+    metrics["num_accepted_tokens"] += 1
+    (copy / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(TokenlensError, match="do not match the run's counters"):
+        run_analyze(AnalyzeConfig(runs=(copy,), out=tmp_path / "refused", n_boot=20))
+    result = run_analyze(
+        AnalyzeConfig(runs=(copy,), out=tmp_path / "out", n_boot=20, allow_unreconciled=True)
+    )
+    (run,) = result.summary["runs"]
+    assert run["reconciliation"]["matches"] is False
+    assert any("num_accepted_tokens" in d for d in run["reconciliation"]["differences"])
+    assert run["reconciliation"]["vllm"]["num_accepted_tokens"] == (
+        run["reconciliation"]["events"]["num_accepted_tokens"] + 1
+    )
 
 
 def test_outputs_hold_every_output_token(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:
@@ -180,7 +220,13 @@ def test_help_teaches() -> None:
 
 
 def test_parser_is_argparse() -> None:
-    parser = argparse.ArgumentParser()
-    analyze_cli.register(parser.add_subparsers())
+    """The CLI's own parser (argparse) reads analyze's arguments and hands them to the
+    analyze command's handler."""
+    from tokenlens.cli import build_parser
+
+    parser = build_parser()
+    assert isinstance(parser, argparse.ArgumentParser)
     args = parser.parse_args(["analyze", "r1", "r2", "--out", "o"])
-    assert args.runs == [Path("r1"), Path("r2")] and args.bootstrap == 1000
+    assert args.runs == [Path("r1"), Path("r2")] and args.out == Path("o")
+    assert args.bootstrap == 1000
+    assert args.handler.__module__ == analyze_cli.__name__

@@ -137,6 +137,12 @@ def test_too_little_support_is_null_with_a_reason_not_zero() -> None:
     )
 )
 def test_split_is_exact_in_every_replicate(cells: list[tuple[int, int, int, bool]]) -> None:
+    """Composition + within + out-of-support = the gap, in the point estimate and in every
+    bootstrap replicate. Out-of-support is the residual of the gap, so the sum holds by
+    construction; what can fail is that the residual equals the out-of-support classes'
+    own contributions, and each part the sum of its per-class terms."""
+    from tokenlens.analysis import decompose as module
+
     rows: list[dict[str, Any]] = []
     for i, (cls, a, r, ja) in enumerate(cells):
         for lang in ("ja", "en") if ja else ("en",):
@@ -145,13 +151,36 @@ def test_split_is_exact_in_every_replicate(cells: list[tuple[int, int, int, bool
     frame = frame_of(rows)
     rs = Resampler.from_frame(frame, 50, 3)
     codes = frame["cls"].to_numpy(dtype=np.int64)
-    dec = decompose(
-        frame, rs, codes, ["a", "b", "c"], np.ones(len(frame), bool), Support(1, 1, 0.0), "cls"
-    )
+    estimated: list[tuple[np.ndarray, np.ndarray]] = []  # (point, replicates) of every part
+    real = module._est
+
+    def keep(point: np.ndarray, boot: np.ndarray, *args: Any) -> Any:
+        estimated.append((point, boot))
+        return real(point, boot, *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "_est", keep)
+        dec = decompose(
+            frame, rs, codes, ["a", "b", "c"], np.ones(len(frame), bool), Support(1, 1, 0.0), "cls"
+        )
     assert dec is not None
+    # Class 0 always has rows of both languages (jaX, enX) and no share is required.
     parts = [dec[p]["value"] for p in ("composition", "within", "out_of_support")]
-    if None not in parts:
-        assert sum(parts) == pytest.approx(dec["gap"]["value"], abs=1e-12)
+    assert None not in parts
+    assert sum(parts) == pytest.approx(dec["gap"]["value"], abs=1e-12)
+    point, boot = estimated[0]
+    k = 3
+    assert np.isfinite(point[:4]).all()
+    for values in (point[None, :], boot):
+        # A replicate that drew no row of a language, or of a shared class in one
+        # language, estimates nothing (NaN); every other one must add up exactly.
+        ok = np.isfinite(values[:, :4]).all(axis=1)
+        gap, comp, within, out = (values[ok, i] for i in range(4))
+        per_class = [values[ok, 4 + j * k : 4 + (j + 1) * k].sum(axis=1) for j in range(3)]
+        np.testing.assert_allclose(comp, per_class[0], atol=1e-12)
+        np.testing.assert_allclose(within, per_class[1], atol=1e-12)
+        np.testing.assert_allclose(out, per_class[2], atol=1e-12)
+        np.testing.assert_allclose(comp + within + out, gap, atol=1e-12)
 
 
 def test_tri_never_reads_a_null_or_zero_width_interval() -> None:

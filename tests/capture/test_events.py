@@ -221,30 +221,36 @@ def test_counted_drafts_without_any_hooked_step_fail_the_capture(tmp_path: Path)
     assert problem is not None and "never saw a scheduler step" in problem
 
 
-def test_hook_reads_numpy_and_list_outputs_alike(tmp_path: Path) -> None:
-    """vLLM has passed sampled tokens as lists and as numpy arrays: both must record."""
+@pytest.mark.parametrize("form", ["list of lists", "2-d array", "list of arrays"])
+def test_hook_reads_numpy_and_list_outputs_alike(tmp_path: Path, form: str) -> None:
+    """vLLM has passed sampled tokens as lists and as numpy arrays: each must record."""
     from types import SimpleNamespace
 
     import numpy as np
 
     from tokenlens.capture.plugin import _Hook
 
+    sampled = {
+        "list of lists": [[5, 6, 9]],
+        "2-d array": np.array([[5, 6, 9]]),
+        "list of arrays": [np.array([5, 6, 9])],
+    }[form]
     hook = _Hook(StepRecorder(tmp_path, background=False), {})
     hook.seen_scheduler = True  # no status file for this stand-in scheduler
-    for sampled in ([[5, 6, 9]], np.array([[5, 6, 9]]), [np.array([5, 6, 9])]):
-        request = SimpleNamespace(output_token_ids=[1, 2])
-        sched = SimpleNamespace(requests={"a-00000000": request})
-        out = SimpleNamespace(scheduled_spec_decode_tokens={"a-00000000": np.array([5, 6, 7])})
-        runner = SimpleNamespace(sampled_token_ids=sampled, req_id_to_index={"a-00000000": 0})
-        hook._begin(sched, out, runner)
-        hook._spec(
-            {"request_id": "a-00000000", "num_accepted_tokens": 2, "num_invalid_spec_tokens": None}
-        )
-        request.output_token_ids = [1, 2, 5, 6, 9]
-        hook._end(sched)
-    rows = [r for r in build_capture(tmp_path).table().to_pylist() if r["step"] == 2]
-    assert [(r["draft_token_id"], r["emitted_token_id"], r["output_index"]) for r in rows] == [
-        (5, 5, 2),
-        (6, 6, 3),
-        (7, 9, 4),
-    ]
+    request = SimpleNamespace(output_token_ids=[1, 2])
+    sched = SimpleNamespace(requests={"a-00000000": request})
+    out = SimpleNamespace(scheduled_spec_decode_tokens={"a-00000000": np.array([5, 6, 7])})
+    runner = SimpleNamespace(sampled_token_ids=sampled, req_id_to_index={"a-00000000": 0})
+    hook._begin(sched, out, runner)
+    hook._spec(
+        {"request_id": "a-00000000", "num_accepted_tokens": 2, "num_invalid_spec_tokens": None}
+    )
+    request.output_token_ids = [1, 2, 5, 6, 9]
+    hook._end(sched)
+    rows = build_capture(tmp_path).table().to_pylist()
+    assert [(r["step"], r["draft_token_id"], r["accepted"], r["emitted_token_id"],
+             r["output_index"]) for r in rows] == [
+        (0, 5, True, 5, 2),
+        (0, 6, True, 6, 3),
+        (0, 7, False, 9, 4),
+    ]  # fmt: skip

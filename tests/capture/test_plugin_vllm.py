@@ -16,6 +16,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from tokenlens.capture import TRACE_DIR_ENV, plugin
 
+pytestmark = pytest.mark.vllm  # vLLM's real Scheduler class (imported, no engine)
 ORIGINAL_UPDATE = Scheduler.update_from_output
 ORIGINAL_STATS = Scheduler.make_spec_decoding_stats
 

@@ -18,6 +18,7 @@ import pytest
 from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.capture.reconcile import reconcile, reconcile_per_request
 
+pytestmark = pytest.mark.vllm  # vLLM's real Scheduler (imported, no engine)
 pytest.importorskip("vllm", reason="the vLLM CPU build is part of the test environment")
 
 K = 3  # the harness's num_speculative_tokens (tests/capture/conftest.py)

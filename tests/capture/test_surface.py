@@ -13,7 +13,10 @@ from tokenlens.capture import surface
 from tokenlens.capture.tiers import recorded, tier_for
 
 ROOT = surface.installed_root()
-pytestmark = pytest.mark.skipif(ROOT is None, reason="needs the installed vLLM's sources")
+pytestmark = [
+    pytest.mark.vllm,  # the installed vLLM's sources
+    pytest.mark.skipif(ROOT is None, reason="needs the installed vLLM's sources"),
+]
 
 
 def edited(old: str, new: str, rel: str = surface.SCHEDULER) -> surface.Reader:

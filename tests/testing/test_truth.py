@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -140,12 +142,56 @@ def test_mechanisms_are_exact_counterfactuals() -> None:
     assert h1["h1_trained"] < -0.05 and h1["h1_free"] < -0.05 and h1["lang_trained"] == 0.0
 
 
-def test_truth_cache_key_reads_every_simulator_module() -> None:
-    """The cached truths' key hashes the simulator's code: every module it names exists
-    (a renamed module broke benchmarks/bench_verdicts.py while every test passed)."""
+def test_truth_cache_key_reads_every_simulator_module(tmp_path: Path) -> None:
+    """The cached truths' key hashes the code of every module the simulator runs (those
+    truth.py imports from tokenlens.testing, and theirs): editing any of them changes
+    the key, rewording a docstring does not (a renamed module once broke
+    benchmarks/bench_verdicts.py while every test passed)."""
+    import ast
     import importlib
+    import importlib.util
+    import shutil
+    import sys
 
     truth_module = importlib.import_module("tokenlens.testing.truth")
+    source = Path(str(truth_module.__file__)).parent
+    copy = tmp_path / "testing"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
 
-    first = truth_module._code_identity()
-    assert first == truth_module._code_identity() and len(first) == 16
+    def simulator_modules() -> set[str]:
+        seen, todo = set(), ["truth"]
+        while todo:
+            name = todo.pop()
+            seen.add(name)
+            tree = ast.parse((source / f"{name}.py").read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    parent, _, child = node.module.rpartition(".")
+                    if parent == "tokenlens.testing" and child not in seen:
+                        todo.append(child)
+        return seen
+
+    def identity() -> str:
+        spec = importlib.util.spec_from_file_location("truth_copy", copy / "truth.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["truth_copy"] = module  # dataclasses look their module up there
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            del sys.modules["truth_copy"]
+        key: str = module._code_identity()
+        return key
+
+    base = identity()
+    assert base == truth_module._code_identity() and len(base) == 16
+    modules = simulator_modules()
+    assert {"truth", "simulate", "scenarios", "step_process", "text"} <= modules
+    for name in sorted(modules):
+        path = copy / f"{name}.py"
+        original = path.read_text(encoding="utf-8")
+        path.write_text(original + "\n_EDITED = 1\n", encoding="utf-8")
+        assert identity() != base, f"editing {name}.py leaves the truths' cache key as it was"
+        path.write_text(original.replace('"""', '"""Reworded. ', 1), encoding="utf-8")
+        assert identity() == base, f"a docstring of {name}.py changes the key"
+        path.write_text(original, encoding="utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -171,7 +172,21 @@ def _tagger() -> fugashi.Tagger:  # type: ignore[name-defined]  # noqa: F821
 
 
 def test_qwen35_is_default_and_cached() -> None:
-    assert load_tokenizer("qwen3.5") is load_tokenizer("Qwen3.5")
+    """``tokenlens tokens`` defaults to Qwen3.5 (its parser and its config), and a
+    vocabulary is loaded once per name whatever its case or alias."""
+    import argparse
+
+    from tokenlens.cli import tokens as tokens_cli
+    from tokenlens.text.study import TokensConfig
+
+    parser = argparse.ArgumentParser()
+    tokens_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["tokens", "--corpus", "demo", "--out", "o"])
+    assert args.tokenizer == TokensConfig(corpus=Path("c.jsonl")).tokenizer == "qwen3.5"
+    default = load_tokenizer(args.tokenizer)
+    assert default is load_tokenizer("Qwen3.5") is load_tokenizer(" qwen3.6 ")
+    assert default.name == "qwen3.5" and default.size == 248_044 + 33
+    assert default is not load_tokenizer("qwen2.5")
 
 
 @settings(

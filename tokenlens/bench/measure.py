@@ -49,6 +49,7 @@ from tokenlens.rundir import (
 )
 from tokenlens.signature import make_signature, parse_signature
 from tokenlens.trace import (
+    StartBackend,
     TraceConfig,
     build_engine_config,
     installed_vllm,
@@ -503,11 +504,14 @@ def _requests_total(plan: Plan, cases: Sequence[Case]) -> int:
     return sum((plan.warmup + plan.repeats) * len(c.prompts) for c in cases)
 
 
-def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
+def run_bench(
+    config: BenchConfig, progress: Progress = SILENT, start: StartBackend = Engine
+) -> BenchResult:
     """Run (or resume) every case of the plan and write results.csv and results.md.
 
-    Locally, one engine per group of consecutive cases that share model, method and k;
-    with ``config.server``, the running ``vllm serve`` (:func:`_server`). Either is a
+    Locally, one engine per group of consecutive cases that share model, method and k
+    (made by ``start``: vLLM's engine unless a test passes a fake); with
+    ``config.server``, the running ``vllm serve`` (:func:`_server`). Either is a
     :class:`~tokenlens.engine.backend.Backend`, measured the same way.
     """
     plan = validated_plan(config.plan, require_vllm=config.server is None)
@@ -521,7 +525,9 @@ def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
     progress.stage("bench", total=_requests_total(plan, pending), unit="req")
     for group in _groups(pending):
         backend, capture_dir = (
-            (server, config.server_trace_dir) if server is not None else _engine(bench, group[0])
+            (server, config.server_trace_dir)
+            if server is not None
+            else _engine(bench, group[0], start)
         )
         with backend:
             for case in group:
@@ -531,7 +537,7 @@ def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
     return _finish(bench, resumed)
 
 
-def _engine(bench: _Bench, first: Case) -> tuple[Backend, Path]:
+def _engine(bench: _Bench, first: Case, start: StartBackend) -> tuple[Backend, Path]:
     """The local engine of ``first``'s group and the capture directory it records into."""
     config, plan = bench.config, bench.plan
     engine_slug = f"{first.model.name}.{first.label}"
@@ -540,7 +546,7 @@ def _engine(bench: _Bench, first: Case) -> tuple[Backend, Path]:
     econf = engine_config(plan, first, capture_dir, config.cache)
     log = config.out / "logs" / f"{engine_slug}.log"
     bench.progress.note(f"starting vLLM for {engine_slug} (log: {log})")
-    return Engine(econf, log_path=log, progress=bench.progress), capture_dir
+    return start(econf, log, bench.progress), capture_dir
 
 
 def _server(config: BenchConfig, plan: Plan, progress: Progress) -> ServerClient:

