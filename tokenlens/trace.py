@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from tokenlens import __version__
 from tokenlens.capture.events import EVENTS_WRITE_SCHEMA, build_capture
+from tokenlens.capture.placeholders import async_note
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.backend import Backend
@@ -426,10 +427,10 @@ def precheck_capture(config: TraceConfig, progress: Progress = SILENT) -> None:
     """Before any engine starts: refuse a vLLM the hook cannot trace, warn about the rest.
 
     Reads the installed vLLM's sources (no import; the engine's plugin checks the live
-    classes again). An untested vLLM and async scheduling (rejected drafts' ids lost)
-    each get one warning line.
+    classes again). An untested vLLM gets one warning line. Whether async scheduling
+    hides rejected drafts' ids is vLLM's decision: :func:`_generate` says it once the
+    engine has resolved its config.
     """
-    from tokenlens.capture.placeholders import async_expected, is_cpu_build, lost_identity_warning
     from tokenlens.capture.tiers import REFUSED, UNTESTED, installed_tier
 
     checked = installed_tier()
@@ -439,8 +440,6 @@ def precheck_capture(config: TraceConfig, progress: Progress = SILENT) -> None:
             raise TokenlensError(f"vLLM {report.version} cannot be traced: {report.problem()}")
         if tier.name == UNTESTED:
             progress.note(f"warning: {tier.note}")
-    if async_expected(config.method, is_cpu_build(), config.engine_extra):
-        progress.note(f"warning: {lost_identity_warning(config.method)}")
 
 
 def reported_per_request(requests: Any) -> dict[str, dict[str, Any]]:
@@ -475,6 +474,9 @@ def _generate(
         progress.stage(start)
     try:
         with backend:
+            note = async_note(backend.info.get("engine"))  # vLLM's resolved config says
+            if note is not None:
+                progress.note(f"warning: {note}")
             progress.stage("generate", total=len(jobs), unit="prompt")
             return backend.generate(jobs, config.sampling, config.concurrency)
     except TokenlensError as exc:
