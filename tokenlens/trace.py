@@ -29,6 +29,11 @@ from tokenlens.engine.config import (
     SamplingConfig,
     SpeculativeSpec,
 )
+from tokenlens.engine.options import (
+    check_engine_options,
+    installed_engine_arguments,
+    options_label,
+)
 from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
 from tokenlens.engine.runner import (
     Engine,
@@ -93,6 +98,9 @@ class TraceConfig:
     overwrite: bool = False
     chat: bool = True
     cache: Path | None = None
+    # The user's own vLLM engine arguments (--engine-option; a plan's [[model]].engine):
+    # checked against vLLM's EngineArgs, recorded in the manifest and the signature.
+    engine_options: dict[str, Any] = field(default_factory=dict)
     engine_extra: dict[str, Any] = field(default_factory=dict)
     # A running `vllm serve` (with TOKENLENS_TRACE_DIR set) instead of a local engine,
     # and where its trace directory is visible from here.
@@ -169,7 +177,7 @@ def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> Eng
         speculative=speculative,
         seed=config.sampling.seed,
         load_format=config.load_format,
-        extra=dict(config.engine_extra),
+        extra={**config.engine_options, **config.engine_extra},
     )
 
 
@@ -196,9 +204,13 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
     # Runs on other than the real weights get a field of their own, so their signature
     # never equals a real run's (existing signatures stay as they were).
     weights = {} if config.load_format == "auto" else {"weights": config.load_format}
+    # Engine options (quantization, parallelism, ...) can change outputs: they enter the
+    # signature; runs without any keep the signature they always had.
+    engine = {"engine": options_label(config.engine_options)} if config.engine_options else {}
     signature = make_signature(
         {
             **weights,
+            **engine,
             "tokenlens": __version__,
             "vllm": vllm_version,
             "model": model_name,
@@ -227,6 +239,7 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
         "max_model_len": config.max_model_len,  # replay applies vLLM's caps near it
         "chat": config.chat,
         "load_format": config.load_format,
+        "engine_options": dict(config.engine_options),
         "embedded_models": sorted(EMBEDDED) if config.model is None else [],
         "trace_config": config_to_json(config),
     }
@@ -288,6 +301,7 @@ class _Traced:
 
 def _local(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _Traced:
     """A vLLM engine in a worker subprocess, recording into ``out/capture/``."""
+    check_engine_options(config.engine_options, installed_engine_arguments())
     precheck_capture(config, progress)
     jobs = trace_jobs(config, prompts)
     RunWriter.check_free(config.out, config.overwrite)
@@ -316,6 +330,11 @@ def _served(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _
     if no other client uses the server meanwhile (the reconciliation says so if not).
     """
     assert config.server is not None
+    if config.engine_options:
+        raise TokenlensError(
+            "--engine-option configures the engine tokenlens starts; a `vllm serve` runs "
+            "with the engine arguments it was started with"
+        )
     if config.server_trace_dir is None:
         raise TokenlensError(
             "--server needs --server-trace-dir: where the server's TOKENLENS_TRACE_DIR is visible"
@@ -407,6 +426,7 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
                 "output_tokens": sum(len(r.output_token_ids) for r in result.requests),
             },
             **{k: result.info[k] for k in ("num_preemptions",) if k in result.info},
+            **prefix_cache_fields(result.info),
             **{k: traced.backend.info[k] for k in ("dtype",) if k in traced.backend.info},
             "engine": traced.backend.info.get("engine") or served_engine_facts(traced.capture),
         },
@@ -440,6 +460,19 @@ def precheck_capture(config: TraceConfig, progress: Progress = SILENT) -> None:
             raise TokenlensError(f"vLLM {report.version} cannot be traced: {report.problem()}")
         if tier.name == UNTESTED:
             progress.note(f"warning: {tier.note}")
+
+
+def prefix_cache_fields(info: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's ``prefix_cache``: prompt tokens vLLM looked up in its prefix cache
+    during the run and found there (a local engine reports them; a server does not)."""
+    if "prefix_cache_queries" not in info:
+        return {}
+    return {
+        "prefix_cache": {
+            "queried_tokens": info["prefix_cache_queries"],
+            "hit_tokens": info.get("prefix_cache_hits"),
+        }
+    }
 
 
 def reported_per_request(requests: Any) -> dict[str, dict[str, Any]]:

@@ -17,6 +17,7 @@ from tokenlens.cli.common import (
     say,
 )
 from tokenlens.engine.config import SamplingConfig
+from tokenlens.engine.options import parse_engine_options
 from tokenlens.errors import TokenlensError
 from tokenlens.models.tiny import TINY_NAMES
 from tokenlens.trace import BASELINE, DEFAULT_CONCURRENCY, TraceConfig, resume_trace, run_trace
@@ -183,6 +184,17 @@ def register(sub: Any) -> None:
         "draft models): keeps rejected drafts' token ids, at some speed (docs/capture.md)",
     )
     p.add_argument(
+        "--engine-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a vLLM engine argument for the engine tokenlens starts, e.g. quantization=fp8, "
+        "tensor_parallel_size=2, gpu_memory_utilization=0.85, max_num_seqs=64, "
+        "compilation_config='{\"level\": 0}' (VALUE is JSON or a string; repeatable; "
+        "checked against the installed vLLM's EngineArgs before it starts; recorded in "
+        "the manifest and the signature)",
+    )
+    p.add_argument(
         "--server",
         metavar="URL",
         help="send the prompts to a running `vllm serve` (started with TOKENLENS_TRACE_DIR set) "
@@ -271,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
         cache=args.cache,
         server=args.server,
         server_trace_dir=args.server_trace_dir,
+        engine_options=parse_engine_options(args.engine_option),
         engine_extra={"async_scheduling": False} if args.no_async_scheduling else {},
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
