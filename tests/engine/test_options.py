@@ -161,3 +161,24 @@ def test_a_plan_engine_table_cannot_override_what_tokenlens_sets(tmp_path: Path,
     text = PLAN.replace('path = "some/model"', f'path = "some/model"\nengine = {{ {key} = "x" }}')
     with pytest.raises(TokenlensError, match=rf"\[\[model\]\] 'm'.engine.{key}: tokenlens sets it"):
         load_plan(write_plan(tmp_path, text))
+
+
+def test_a_refused_vllm_is_one_line_naming_the_missing_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release whose surface check fails: refused before any engine, never a traceback."""
+    from tokenlens.capture import surface, tiers
+
+    report = surface.SurfaceReport(
+        "9.9.9",
+        (surface.Assumption("ModelRunnerOutput fields", False, "missing ['req_ids']"),),
+        None,
+    )
+    monkeypatch.setattr(tiers, "installed_tier", lambda: (report, tiers.tier_for("9.9.9", report)))
+    prompts = write_prompts(tmp_path / "p.jsonl", [{"id": "a", "lang": "en", "text": "hi"}])
+    out = tmp_path / "run"
+    status, _, err = cli(["trace", "--prompts", str(prompts), "--out", str(out)])
+    assert_one_line_error(
+        status, err, "vLLM 9.9.9 cannot be traced: ModelRunnerOutput fields (missing ['req_ids'])"
+    )
+    assert not out.exists()

@@ -54,6 +54,7 @@ from tokenlens.trace import (
     build_engine_config,
     installed_vllm,
     manifest_for,
+    precheck_capture,
     reported_per_request,
     served_manifest,
 )
@@ -562,6 +563,8 @@ def run_bench(config: BenchConfig, progress: Progress = SILENT) -> BenchResult:
     """
     plan = validated_plan(config.plan, require_vllm=config.server is None)
     server = _server(config, plan, progress) if config.server is not None else None
+    if server is None:  # a vLLM the hook cannot trace: one line before anything is written
+        precheck_capture(trace_config(plan, plan.cases[0], config.out, config.cache), progress)
     bench = _Bench(config, plan, progress)
     resumed = bench.prepare(server.version() if server is not None else installed_vllm())
     pending = bench.pending()
