@@ -7,8 +7,10 @@ line in vLLM's log, and vLLM is left untouched):
 - ``vllm.v1.core.sched.scheduler.Scheduler.update_from_output(scheduler_output,
   model_runner_output)``: the one place that sees, per request and step, the
   scheduled drafts (``scheduler_output.scheduled_spec_decode_tokens``) and the tokens
-  that came out of the rejection sampler (``model_runner_output.sampled_token_ids``
-  via ``req_id_to_index``). It is the same for every model runner, device and front end.
+  that came out of the rejection sampler (``model_runner_output.sampled_token_ids``,
+  the request's row found through ``req_id_to_index`` up to vLLM 0.33 and by position
+  in ``req_ids`` from 0.34: whichever the running vLLM's method reads). It is the same
+  for every model runner, device and front end.
 - ``Scheduler.make_spec_decoding_stats(stats, num_draft_tokens, num_accepted_tokens,
   num_invalid_spec_tokens, request_id)``: called by ``update_from_output`` exactly when
   vLLM counts a verification step. Recording there (rather than re-deriving vLLM's
