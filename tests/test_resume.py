@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support import REAL_RUN, REPO, check_events, copy_run
+from tests.support import REAL_RUN, REPO, check_events, copy_run, needs
 from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import read_run
@@ -61,6 +61,7 @@ def test_resume_with_every_request_finished_needs_no_engine(tmp_path: Path) -> N
     check_events(resumed)
 
 
+@needs("vllm")
 def test_resume_refuses_a_changed_prompt_file_and_keeps_the_salvage(tmp_path: Path) -> None:
     run = killed_copy(tmp_path)
     finished = next((run / "capture").glob("finished-*.jsonl"))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support import check_events, write_prompts
+from tests.support import check_events, needs, write_prompts
 from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
 from tokenlens.cli import main
 from tokenlens.engine.config import SamplingConfig
@@ -60,6 +60,7 @@ def fake_drafter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return source
 
 
+@needs("safetensors")
 def test_tiny_dirs_are_built_once_and_rebuilt_when_stale(
     fake_drafter: Path, tmp_path: Path
 ) -> None:

@@ -26,6 +26,7 @@ from tests.support import (
     assert_one_line_error,
     cli,
     copy_run,
+    needs,
     process_gone,
     write_prompts,
 )
@@ -178,6 +179,7 @@ def test_surrogate_inside_messages_is_named(tmp_path: Path) -> None:
 # -- finding 8: prompt length is checked before the engine starts ----------------------------
 
 
+@needs("transformers")
 def test_too_long_prompt_is_refused_before_the_engine_starts(
     pair: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -190,6 +192,7 @@ def test_too_long_prompt_is_refused_before_the_engine_starts(
     assert not out.exists(), "the run directory (and the engine) was started"
 
 
+@needs("transformers")
 def test_prompt_length_check_is_exact_at_the_limit(pair: tuple[Path, Path], tmp_path: Path) -> None:
     from tokenlens.engine.config import EngineConfig
     from tokenlens.engine.runner import (
@@ -265,6 +268,7 @@ def test_tokens_has_quiet(tmp_path: Path) -> None:
     assert out.strip() == str(tmp_path / "o")
 
 
+@needs("vllm")
 def test_bench_check_prints_no_vllm_import_notes() -> None:
     proc = subprocess.run(
         [
