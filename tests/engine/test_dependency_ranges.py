@@ -29,3 +29,16 @@ def test_the_gpu_extra_keeps_any_later_vllm() -> None:
     ]
     for version in ("0.34.0", "0.35.0", "1.2.3"):
         assert vllm.specifier.contains(version), vllm
+
+
+def test_script_class_tables_hold_minus_one_not_a_wrapped_uint8() -> None:
+    """numpy 2.5 refuses ``np.where(mask, uint8_array, -1)`` (OverflowError at import);
+    2.3/2.4 wrap the -1 to 255, which made the 'no weak class here' marker 255."""
+    import numpy as np
+
+    from tokenlens.text import classify
+
+    weak = classify._WEAK
+    assert classify._WEAK_HI.dtype == np.int16
+    assert set(classify._WEAK_HI[~weak].tolist()) == {-1}
+    assert set(classify._WEAK_LO[~weak].tolist()) == {255}
