@@ -60,6 +60,8 @@ examples:
       --load-format dummy --out runs/tiny-mtp      (code path only: random weights)
   tokenlens trace --prompts p.jsonl --model tiny-qwen3 --method dflash \\
       --draft-model tiny-qwen3-dflash --load-format dummy --out runs/tiny-dflash
+  tokenlens trace --prompts p.jsonl --model Qwen/Qwen3.5-4B --method mtp --k 3 \\
+      --engine-option quantization=fp8 --engine-option max_num_seqs=16 --out runs/mtp-fp8
   TOKENLENS_TRACE_DIR=/traces vllm serve ... &     (a server with the plugin enabled)
   tokenlens trace --prompts p.jsonl --server http://127.0.0.1:8000 --server-trace-dir /traces \\
       --method draft_model --k 3 --out runs/served
@@ -180,8 +182,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-async-scheduling",
         action="store_true",
-        help="turn off vLLM's async scheduling (on by default on GPUs for MTP, D-Flash, EAGLE, "
-        "draft models): keeps rejected drafts' token ids, at some speed (docs/capture.md)",
+        help="turn off vLLM's async scheduling (vLLM decides per release, platform, runner "
+        "and method; the manifest records what the engine resolved, `doctor` shows it per "
+        "method): keeps rejected drafts' token ids, at some speed (docs/capture.md)",
     )
     p.add_argument(
         "--engine-option",
