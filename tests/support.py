@@ -7,6 +7,7 @@ fixtures), never from one another.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -19,6 +20,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tokenlens.bench.results_csv import COLUMN_NAMES, Row, read_results, write_results
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.engine.results import SpecCounters
@@ -26,6 +29,14 @@ from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def needs(module: str) -> pytest.MarkDecorator:
+    """Skip unless ``module`` is importable: the fast suite also runs without vLLM,
+    torch and transformers, with the newest core dependencies (scripts/test_newest.sh)."""
+    return pytest.mark.skipif(
+        importlib.util.find_spec(module) is None, reason=f"needs {module} (the vLLM set-up)"
+    )
 
 
 def write_prompts(path: Path, prompts: list[dict[str, object]]) -> Path:

@@ -23,13 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from safetensors import safe_open
 
 from tokenlens.models.embedded import DRAFTER, TARGET, EmbeddedModel, gguf_path, hf_dir
 from tokenlens.models.gguf_to_hf import hf_name
 
 pytestmark = pytest.mark.vllm  # slow: loads the real models
+# torch and safetensors come with the engine set-up, not the core (scripts/test_newest.sh)
+torch = pytest.importorskip("torch", reason="needs torch (the vLLM set-up)")
+safe_open = pytest.importorskip("safetensors", reason="needs safetensors").safe_open
 TEXTS = [
     "日本の首都は東京です。春には桜が咲き、多くの人が花見を楽しみます。",
     "The quick brown fox jumps over the lazy dog near the riverbank.",

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support import check_events, write_prompts
+from tests.support import check_events, needs, write_prompts
 from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
 from tokenlens.cli import main
 from tokenlens.engine.config import SamplingConfig
@@ -55,6 +55,7 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+@needs("safetensors")
 def test_tiny_dirs_are_built_once_and_rebuilt_when_stale(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     out = tiny.ensure_tiny("tiny-qwen3-dflash", cache)

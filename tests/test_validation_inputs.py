@@ -26,6 +26,7 @@ from tests.support import (
     assert_one_line_error,
     cli,
     copy_run,
+    needs,
     process_gone,
     write_prompts,
 )
@@ -178,6 +179,7 @@ def test_surrogate_inside_messages_is_named(tmp_path: Path) -> None:
 # -- finding 8: prompt length is checked before the engine starts ----------------------------
 
 
+@needs("transformers")
 def test_too_long_prompt_is_refused_before_the_engine_starts(
     tiny_cache: Path, tmp_path: Path
 ) -> None:
@@ -192,6 +194,7 @@ def test_too_long_prompt_is_refused_before_the_engine_starts(
     assert not out.exists(), "the run directory (and the engine) was started"
 
 
+@needs("transformers")
 def test_prompt_length_check_is_exact_at_the_limit(tiny_cache: Path, tmp_path: Path) -> None:
     """The Qwen2.5 tokenizer and chat template of a tiny model's directory (the embedded
     models' own, tests/test_study_vllm.py)."""

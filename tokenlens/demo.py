@@ -31,9 +31,6 @@ from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import ensure_pair
 from tokenlens.packaged import corpora_dir, plans_dir
 from tokenlens.progress import SILENT, Progress
-from tokenlens.report import write_analyze_report, write_bench_report
-from tokenlens.report.findings import findings_markdown
-from tokenlens.report.index import write_index
 from tokenlens.rundir import read_run
 from tokenlens.trace import DEFAULT_CONCURRENCY, TraceConfig, run_trace
 
@@ -220,6 +217,8 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
             progress,
         )
         bench_dir = bench.out
+        from tokenlens.report import write_bench_report  # report making: altair, vl-convert
+
         write_bench_report(bench_dir)
         lap("bench")
     # With a replay, traces go to traces/ and the analysed (replayed) runs to runs/, so
@@ -347,6 +346,11 @@ def finish_study(
     Shared by :func:`run_demo` and :func:`reanalyze`, so that a study analysed again
     after an upgrade is written exactly as a fresh one would be.
     """
+    # Report making only here (altair, vl-convert): the CLI starts and traces without them.
+    from tokenlens.report import write_analyze_report
+    from tokenlens.report.findings import findings_markdown
+    from tokenlens.report.index import write_index
+
     note = smoke_note(size_name)
     analysis = run_analyze(
         AnalyzeConfig(runs=tuple(runs), out=out / "analysis", bench=bench_dir), progress

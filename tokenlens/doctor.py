@@ -8,22 +8,25 @@ vLLM install is reported as one line instead of a traceback.
 from __future__ import annotations
 
 import importlib.metadata as md
+import logging
 import os
 import platform
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from tokenlens import __version__
 from tokenlens.capture import TRACE_DIR_ENV
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-# The study's methods: what async scheduling does to each is worth knowing up front.
+# The study's methods: what vLLM's async scheduling does to each is worth knowing up front.
 STUDY_METHODS = ("mtp", "dflash", "draft_model", "ngram")
 GiB = 1 << 30
 CPU_PAIR_BYTES = 12 * GiB  # float32 embedded pair + KV cache + vLLM on the CPU (~9 GiB measured)
 PLUGIN_TARGET = "tokenlens.capture.plugin:register"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def check_versions() -> Iterator[Check]:
             "or bash scripts/setup.sh (CPU)",
         )
         return
-    from tokenlens.capture.tiers import REFUSED, UNTESTED, installed_tier, supported_range
+    from tokenlens.capture.tiers import REFUSED, UNTESTED, installed_tier, recorded_releases
 
     checked = installed_tier()
     if checked is None:
@@ -80,15 +83,19 @@ def check_versions() -> Iterator[Check]:
     found = f"{dist[0]} {report.version}: tier {tier.name} ({tier.note})"
     if tier.name == REFUSED:
         yield Check(
-            "vLLM", FAIL, found, f"use a vLLM whose surface check passes ({supported_range()})"
+            "vLLM",
+            FAIL,
+            found,
+            f"use a vLLM whose surface check passes (recorded: {recorded_releases()}); "
+            "nothing is patched in this one",
         )
     elif tier.name == UNTESTED:
         yield Check(
             "vLLM",
             WARN,
             found,
-            f"tracing works but was never checked on this release (recorded: "
-            f"{supported_range()}); "
+            "the surface check passes, so tracing works; this release was never recorded "
+            f"(recorded: {recorded_releases()}); "
             "python scripts/check_vllm_surface.py on it shows each assumption",
         )
     else:
@@ -174,28 +181,72 @@ def check_platform() -> Iterator[Check]:
         import torch
 
         props = torch.cuda.get_device_properties(0)
-        found = f"GPU {props.name}, {props.total_memory / GiB:.0f} GiB"
+        count = torch.cuda.device_count()
+        found = (
+            f"GPU {props.name}, {props.total_memory / GiB:.0f} GiB, {count} visible, "
+            f"CUDA {torch.version.cuda} (torch {torch.__version__})"
+        )
     except Exception:
         found = f"{name} device"
     yield Check("platform", OK, found)
 
 
-def check_async(methods: tuple[str, ...], cpu: bool) -> Iterator[Check]:
-    from tokenlens.capture.placeholders import async_expected
+def _quietly(function: Callable[..., T], *args: Any) -> T:
+    """Run ``function`` with vLLM's log below errors (its config notes are not the
+    doctor's findings; the finding is the resolved value)."""
+    vllm_logger = logging.getLogger("vllm")
+    level = vllm_logger.level
+    vllm_logger.setLevel(logging.ERROR)
+    try:
+        return function(*args)
+    finally:
+        vllm_logger.setLevel(level)
+
+
+def check_methods(methods: tuple[str, ...]) -> Iterator[Check]:
+    """Async scheduling and the model runner, as vLLM resolves them here per method.
+
+    Read from the ``VllmConfig`` this vLLM builds for each method on stand-in models
+    (:func:`tokenlens.engine.facts.resolve_method`: config files only, no weights), not
+    from a list: the answer depends on the release, the platform and the runner. A real
+    model can still change it (each run's manifest records what its engine did).
+    """
+    from tokenlens.engine.facts import STAND_INS, resolve_method
 
     for method in methods:
-        if async_expected(method, cpu):
+        name = f"async scheduling ({method})"
+        if method not in STAND_INS:
             yield Check(
-                f"async scheduling ({method})",
+                name,
                 WARN,
-                "on by default: the scheduler sees -1 placeholder drafts, rejected drafts' ids "
-                "are lost (acceptance stays exact)",
-                "tokenlens trace --no-async-scheduling (vllm serve: --no-async-scheduling) to keep "
-                "them; slower steps",
+                "not resolved here (it needs its own drafter's config)",
+                "trace records what the engine resolved (manifest engine.async_scheduling) "
+                "and warns when it hides rejected drafts' ids",
+            )
+            continue
+        try:
+            facts = _quietly(resolve_method, method)
+        except Exception as exc:
+            text = " ".join(str(exc).split())[:200]
+            yield Check(
+                name,
+                WARN,
+                f"vLLM refused a stand-in config: {type(exc).__name__}: {text}",
+                "trace records what the engine resolves",
+            )
+            continue
+        runner = f"model runner {facts['model_runner'] or 'unknown'}"
+        if facts["async_scheduling"]:
+            yield Check(
+                name,
+                WARN,
+                f"on ({runner}, vLLM's resolved config): the scheduler sees -1 placeholder "
+                "drafts, rejected drafts' ids are lost (acceptance stays exact)",
+                "tokenlens trace --no-async-scheduling (vllm serve: --no-async-scheduling) to "
+                "keep them; slower steps",
             )
         else:
-            why = "the CPU platform turns it off" if cpu else f"vLLM never runs {method} async"
-            yield Check(f"async scheduling ({method})", OK, f"off ({why}): draft ids recorded")
+            yield Check(name, OK, f"off ({runner}, vLLM's resolved config): draft ids recorded")
 
 
 def check_models(cache: Path | None) -> Iterator[Check]:
@@ -246,14 +297,11 @@ def check_browser() -> Iterator[Check]:
 def run_doctor(config: DoctorConfig | None = None) -> list[Check]:
     """Every check, in the order a user should read them."""
     config = config or DoctorConfig()
-    from tokenlens.capture.placeholders import is_cpu_build
-
     checks = [*check_versions(), *check_plugin()]
     have_vllm = vllm_distribution() is not None
     if have_vllm and config.import_vllm and not any(c.status == FAIL for c in checks):
         checks.extend(check_live())
-    if have_vllm:
-        checks.extend(check_async(config.methods, is_cpu_build()))
+        checks.extend(check_methods(config.methods))
     checks.extend(check_models(config.cache))
     checks.extend(check_browser())
     return checks

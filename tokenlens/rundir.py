@@ -20,9 +20,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokenlens.capture.events import EVENTS_SCHEMA, Capture, build_capture
+from tokenlens.capture.events import EVENTS_OPTIONAL, EVENTS_SCHEMA, Capture, build_capture
 from tokenlens.capture.reconcile import counters_from_events, reconcile
-from tokenlens.capture.summary import record_capture
+from tokenlens.capture.summary import empty_step_count, record_capture
 from tokenlens.engine.results import GeneratedRequest, SpecCounters
 from tokenlens.errors import TokenlensError
 
@@ -309,7 +309,8 @@ def finalize(
     problems: list[str] = []
     if events is not None:
         write_events(writer.path, events)
-        problems = reconcile(events, counters)
+        empty = len(recorded.empty_steps) if recorded is not None else 0
+        problems = reconcile(events, counters, empty)
     fields: dict[str, Any] = {
         "counters_source": counters_source,
         "reconciliation": {"exact": not problems, "differences": problems},
@@ -337,6 +338,11 @@ class Run:
     @property
     def complete(self) -> bool:
         return bool(self.manifest["status"] == "complete")
+
+    @property
+    def empty_steps(self) -> int:
+        """Counted steps without event rows (all drafts grammar-invalidated): reconcile with it."""
+        return empty_step_count(self.manifest)
 
 
 def _read_json(path: Path) -> Any:
@@ -392,5 +398,9 @@ def read_run(path: str | Path) -> Run:
             f"{root / METRICS}: needs num_drafts, num_draft_tokens, num_accepted_tokens, "
             "accepted_per_position"
         ) from None
-    events = _read_table(root / EVENTS, EVENTS_SCHEMA) if (root / EVENTS).is_file() else None
+    events = (
+        _read_table(root / EVENTS, EVENTS_SCHEMA, EVENTS_OPTIONAL)
+        if (root / EVENTS).is_file()
+        else None
+    )
     return Run(path=root, manifest=manifest, requests=requests, metrics=metrics, events=events)

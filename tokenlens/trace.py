@@ -18,8 +18,10 @@ from typing import Any
 import pyarrow as pa
 
 from tokenlens import __version__
-from tokenlens.capture.events import EVENTS_SCHEMA, build_capture
+from tokenlens.capture.events import EVENTS_WRITE_SCHEMA, build_capture
+from tokenlens.capture.placeholders import async_note
 from tokenlens.capture.reconcile import reconcile
+from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import (
     METHODS_WITH_DRAFT_MODEL,
@@ -27,6 +29,11 @@ from tokenlens.engine.config import (
     PromptJob,
     SamplingConfig,
     SpeculativeSpec,
+)
+from tokenlens.engine.options import (
+    check_engine_options,
+    installed_engine_arguments,
+    options_label,
 )
 from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
 from tokenlens.engine.runner import (
@@ -97,6 +104,9 @@ class TraceConfig:
     overwrite: bool = False
     chat: bool = True
     cache: Path | None = None
+    # The user's own vLLM engine arguments (--engine-option; a plan's [[model]].engine):
+    # checked against vLLM's EngineArgs, recorded in the manifest and the signature.
+    engine_options: dict[str, Any] = field(default_factory=dict)
     engine_extra: dict[str, Any] = field(default_factory=dict)
     # A running `vllm serve` (with TOKENLENS_TRACE_DIR set) instead of a local engine,
     # and where its trace directory is visible from here.
@@ -173,7 +183,7 @@ def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> Eng
         speculative=speculative,
         seed=config.sampling.seed,
         load_format=config.load_format,
-        extra=dict(config.engine_extra),
+        extra={**config.engine_options, **config.engine_extra},
     )
 
 
@@ -200,9 +210,13 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
     # Runs on other than the real weights get a field of their own, so their signature
     # never equals a real run's (existing signatures stay as they were).
     weights = {} if config.load_format == "auto" else {"weights": config.load_format}
+    # Engine options (quantization, parallelism, ...) can change outputs: they enter the
+    # signature; runs without any keep the signature they always had.
+    engine = {"engine": options_label(config.engine_options)} if config.engine_options else {}
     signature = make_signature(
         {
             **weights,
+            **engine,
             "tokenlens": __version__,
             "vllm": vllm_version,
             "model": model_name,
@@ -231,6 +245,7 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
         "max_model_len": config.max_model_len,  # replay applies vLLM's caps near it
         "chat": config.chat,
         "load_format": config.load_format,
+        "engine_options": dict(config.engine_options),
         "embedded_models": sorted(EMBEDDED) if config.model is None else [],
         "trace_config": config_to_json(config),
     }
@@ -294,6 +309,7 @@ def _local(
     config: TraceConfig, prompts: list[Prompt], progress: Progress, start: StartBackend = Engine
 ) -> _Traced:
     """A vLLM engine in a worker subprocess, recording into ``out/capture/``."""
+    check_engine_options(config.engine_options, installed_engine_arguments())
     precheck_capture(config, progress)
     jobs = trace_jobs(config, prompts)
     RunWriter.check_free(config.out, config.overwrite)
@@ -322,6 +338,11 @@ def _served(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _
     if no other client uses the server meanwhile (the reconciliation says so if not).
     """
     assert config.server is not None
+    if config.engine_options:
+        raise TokenlensError(
+            "--engine-option configures the engine tokenlens starts; a `vllm serve` runs "
+            "with the engine arguments it was started with"
+        )
     if config.server_trace_dir is None:
         raise TokenlensError(
             "--server needs --server-trace-dir: where the server's TOKENLENS_TRACE_DIR is visible"
@@ -417,7 +438,9 @@ def run_trace(
                 "output_tokens": sum(len(r.output_token_ids) for r in result.requests),
             },
             **{k: result.info[k] for k in ("num_preemptions",) if k in result.info},
+            **prefix_cache_fields(result.info),
             **{k: traced.backend.info[k] for k in ("dtype",) if k in traced.backend.info},
+            "engine": traced.backend.info.get("engine") or served_engine_facts(traced.capture),
         },
     )
     summary = writer.manifest["capture"]
@@ -436,10 +459,10 @@ def precheck_capture(config: TraceConfig, progress: Progress = SILENT) -> None:
     """Before any engine starts: refuse a vLLM the hook cannot trace, warn about the rest.
 
     Reads the installed vLLM's sources (no import; the engine's plugin checks the live
-    classes again). An untested vLLM and async scheduling (rejected drafts' ids lost)
-    each get one warning line.
+    classes again). An untested vLLM gets one warning line. Whether async scheduling
+    hides rejected drafts' ids is vLLM's decision: :func:`_generate` says it once the
+    engine has resolved its config.
     """
-    from tokenlens.capture.placeholders import async_expected, is_cpu_build, lost_identity_warning
     from tokenlens.capture.tiers import REFUSED, UNTESTED, installed_tier
 
     checked = installed_tier()
@@ -449,8 +472,19 @@ def precheck_capture(config: TraceConfig, progress: Progress = SILENT) -> None:
             raise TokenlensError(f"vLLM {report.version} cannot be traced: {report.problem()}")
         if tier.name == UNTESTED:
             progress.note(f"warning: {tier.note}")
-    if async_expected(config.method, is_cpu_build(), config.engine_extra):
-        progress.note(f"warning: {lost_identity_warning(config.method)}")
+
+
+def prefix_cache_fields(info: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's ``prefix_cache``: prompt tokens vLLM looked up in its prefix cache
+    during the run and found there (a local engine reports them; a server does not)."""
+    if "prefix_cache_queries" not in info:
+        return {}
+    return {
+        "prefix_cache": {
+            "queried_tokens": info["prefix_cache_queries"],
+            "hit_tokens": info.get("prefix_cache_hits"),
+        }
+    }
 
 
 def reported_per_request(requests: Any) -> dict[str, dict[str, Any]]:
@@ -485,6 +519,9 @@ def _generate(
         progress.stage(start)
     try:
         with backend:
+            note = async_note(backend.info.get("engine"))  # vLLM's resolved config says
+            if note is not None:
+                progress.note(f"warning: {note}")
             progress.stage("generate", total=len(jobs), unit="prompt")
             return backend.generate(jobs, config.sampling, config.concurrency)
     except TokenlensError as exc:
@@ -536,7 +573,8 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
     attempt = run / CAPTURE / f"{RESUME_PREFIX}{len(attempt_dirs(run))}"
     writer = RunWriter.reopen(run)
     result = None
-    new_events = EVENTS_SCHEMA.empty_table()
+    new_events = EVENTS_WRITE_SCHEMA.empty_table()
+    new_empty = 0  # counted steps without rows in the resumed part (reconcile.py)
     new_counters = SpecCounters()
     generated: list[GeneratedRequest] = []
     if missing:
@@ -568,10 +606,11 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
             f"the run stays partial at {run} (resume it again once the engine runs)",
             progress,
         )
-        new_events = build_capture(attempt).table()
+        resumed = build_capture(attempt)
+        new_events, new_empty = resumed.table(), len(resumed.empty_steps)
         new_counters = result.counters
         generated = list(result.requests)
-    problems = reconcile(new_events, new_counters)
+    problems = reconcile(new_events, new_counters, new_empty)
     requests = sorted([*kept.requests, *generated], key=lambda r: _order(r.prompt_id, jobs))
     writer.write_requests(requests_table(requests, langs, pairs))
     write_events(run, pa.concat_tables([kept.events, new_events]))

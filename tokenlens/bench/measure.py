@@ -32,6 +32,7 @@ from tokenlens.bench.results_csv import (
     write_results,
 )
 from tokenlens.capture.events import load_id_map
+from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
@@ -54,6 +55,7 @@ from tokenlens.trace import (
     build_engine_config,
     installed_vllm,
     manifest_for,
+    precheck_capture,
     reported_per_request,
     served_manifest,
 )
@@ -96,11 +98,25 @@ class Repeat:
     counters: SpecCounters
     # The sum of vLLM's per-request spec-decode figures, where a server reports them.
     reported: SpecCounters | None = None
+    # vLLM's prefix-cache counters over the repeat (prompt tokens looked up, found);
+    # None where the backend does not report them (a server).
+    prefix_cache: dict[str, int] | None = None
 
     @classmethod
     def of(
-        cls, requests: Sequence[GeneratedRequest], wall: float, counters: SpecCounters
+        cls,
+        requests: Sequence[GeneratedRequest],
+        wall: float,
+        counters: SpecCounters,
+        info: dict[str, Any] | None = None,
     ) -> Repeat:
+        info = info or {}
+        keys = ("prefix_cache_queries", "prefix_cache_hits")
+        prefix = (
+            {k.removeprefix("prefix_cache_"): int(info[k]) for k in keys}
+            if all(k in info for k in keys)
+            else None
+        )
         return cls(
             wall_s=wall,
             tokens=sum(len(r.output_token_ids) for r in requests),
@@ -109,6 +125,7 @@ class Repeat:
             ttft=[r.first_token_latency for r in requests if r.first_token_latency is not None],
             counters=counters,
             reported=_reported(requests),
+            prefix_cache=prefix,
         )
 
 
@@ -146,6 +163,7 @@ def trace_config(plan: Plan, case: Case, out: Path, cache: Path | None) -> Trace
         draft_model=m.draft_model,
         num_spec=case.k if m.method != BASELINE else 3,
         spec_options=dict(m.options),
+        engine_options=dict(case.model.engine),
         sampling=sampling_config(plan),
         concurrency=plan.concurrency,
         max_model_len=case.model.max_model_len,
@@ -159,9 +177,14 @@ def trace_config(plan: Plan, case: Case, out: Path, cache: Path | None) -> Trace
 
 
 def engine_config(plan: Plan, case: Case, trace_dir: Path, cache: Path | None) -> EngineConfig:
-    """The engine of ``case`` (shared by every case with the same engine key)."""
+    """The engine of ``case`` (shared by every case with the same engine key).
+
+    vLLM's prefix cache is off unless the plan's ``engine`` table turns it on: the
+    repeats of a case send the same prompts, and with the cache every repeat after the
+    first would skip its prefills, timing something no first request sees.
+    """
     base = build_engine_config(trace_config(plan, case, trace_dir, cache))
-    extra = dict(case.model.engine)
+    extra = {PREFIX_CACHING: False, **case.model.engine}
     if case.model.quantization is not None:
         extra["quantization"] = case.model.quantization
     return replace(
@@ -170,6 +193,20 @@ def engine_config(plan: Plan, case: Case, trace_dir: Path, cache: Path | None) -
         chat_template_kwargs={"enable_thinking": plan.sampling.thinking},
         extra={**base.extra, **extra},
     )
+
+
+PREFIX_CACHING = "enable_prefix_caching"  # vLLM's engine argument
+
+
+def prefix_cache_note(repeats: Sequence[Repeat]) -> dict[str, Any]:
+    """Whether the measured repeats hit vLLM's prefix cache (the manifest's
+    ``bench.prefix_cache``): prompt tokens looked up and found cached, summed."""
+    counted = [r.prefix_cache for r in repeats if r.prefix_cache is not None]
+    if len(counted) != len(repeats) or not repeats:
+        return {"hit": None, "why": "the backend does not report vLLM's prefix-cache counters"}
+    queries = sum(c["queries"] for c in counted)
+    hits = sum(c["hits"] for c in counted)
+    return {"hit": hits > 0, "queried_tokens": queries, "hit_tokens": hits}
 
 
 def _jobs(plan: Plan, case: Case, tag: str, cap: int | None = None) -> list[PromptJob]:
@@ -271,6 +308,8 @@ class _Bench:
         self.progress = progress
         self.out = config.out
         self.rows: dict[str, Row] = {}
+        # case id -> whether its measured repeats hit vLLM's prefix cache (this session)
+        self.prefix_cache: dict[str, dict[str, Any]] = {}
         self.vllm_version = "unknown"
         self.created_at = now_iso()
 
@@ -338,6 +377,9 @@ class _Bench:
                 "argv": list(self.config.argv),
                 "server": self.config.server,
                 "machine": {"platform": platform.platform(), "processor": platform.processor()},
+                "prefix_cache": "off for timing (enable_prefix_caching=false) unless a "
+                "[[model]].engine table turns it on; each case's manifest says whether its "
+                "repeats hit it (bench.prefix_cache)",
                 "cases_total": len(plan.cases),
                 "cases_done": len(self.rows),
             },
@@ -378,7 +420,9 @@ class _Bench:
         before = counters()
         results = [generate(_jobs(self.plan, case, f"r{r}")) for r in range(self.plan.repeats)]
         total = counters() - before
-        repeats = [Repeat.of(res.requests, res.wall_seconds, res.counters) for res in results]
+        repeats = [
+            Repeat.of(res.requests, res.wall_seconds, res.counters, res.info) for res in results
+        ]
         summed = sum((r.counters for r in repeats), SpecCounters())
         if summed != total:
             raise TokenlensError(
@@ -404,6 +448,10 @@ class _Bench:
         else:
             manifest = manifest_for(tconf, list(case.prompts), first.vllm_version)
         manifest["argv"] = list(config.argv)
+        engine = backend.info.get("engine")
+        if engine is None and capture_dir is not None:
+            engine = served_engine_facts(capture_dir)
+        manifest["engine"] = engine  # how the engine ran (tokenlens.engine.facts)
         return self.write_run(
             case, manifest, first, capture_dir, repeats, backend.info.get("dtype")
         )
@@ -443,10 +491,13 @@ class _Bench:
                     "per_request_counters": (
                         r.reported.to_json() if r.reported is not None else None
                     ),
+                    "prefix_cache": r.prefix_cache,
                 }
                 for r in repeats
             ],
+            "prefix_cache": prefix_cache_note(repeats),
         }
+        self.prefix_cache[case.case_id] = manifest["bench"]["prefix_cache"]
         writer = RunWriter(run_dir, manifest, overwrite=True)
         langs = {p.id: p.lang for p in case.prompts}
         pairs = {p.id: p.pair for p in case.prompts}
@@ -516,6 +567,8 @@ def run_bench(
     """
     plan = validated_plan(config.plan, require_vllm=config.server is None)
     server = _server(config, plan, progress) if config.server is not None else None
+    if server is None:  # a vLLM the hook cannot trace: one line before anything is written
+        precheck_capture(trace_config(plan, plan.cases[0], config.out, config.cache), progress)
     bench = _Bench(config, plan, progress)
     resumed = bench.prepare(server.version() if server is not None else installed_vllm())
     pending = bench.pending()
@@ -533,8 +586,21 @@ def run_bench(
             for case in group:
                 row = bench.run_case(case, backend, capture_dir)
                 bench.finish_case(case, row)
-                progress.note(f"done {case.case_id}: {row['tok_s']:.2f} tok/s")
+                progress.note(
+                    f"done {case.case_id}: {row['tok_s']:.2f} tok/s{_cached(bench, case)}"
+                )
     return _finish(bench, resumed)
+
+
+def _cached(bench: _Bench, case: Case) -> str:
+    """`` (its repeats hit the prefix cache: ...)`` when they did, else nothing."""
+    note = bench.prefix_cache.get(case.case_id) or {}
+    if not note.get("hit"):
+        return ""
+    return (
+        f" (its repeats hit vLLM's prefix cache: {note['hit_tokens']} of "
+        f"{note['queried_tokens']} prompt tokens cached; timings include cached prefills)"
+    )
 
 
 def _engine(bench: _Bench, first: Case, start: StartBackend) -> tuple[Backend, Path]:

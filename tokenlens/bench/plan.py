@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.engine.config import METHODS_WITH_DRAFT_MODEL
+from tokenlens.engine.options import RESERVED
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import Prompt, normalise_lang, read_prompts
 
@@ -215,6 +216,14 @@ def _model(i: int, data: Any) -> ModelEntry:
     known = {"name", "path", "dtype", "quantization", "load_format", "max_model_len"}
     t = _Table(_where("model", i, data), data, known | {"methods", "engine"})
     name = t.name()
+    engine = t.table("engine")
+    for key in sorted(engine):
+        if key in known or key in RESERVED:
+            raise t.fail(
+                f"engine.{key}",
+                "tokenlens sets it"
+                + (" from the model's own key of that name" if key in known else ""),
+            )
     return ModelEntry(
         name=name,
         path=t.require("path", str),
@@ -223,7 +232,7 @@ def _model(i: int, data: Any) -> ModelEntry:
         load_format=t.get("load_format", str, "auto"),
         max_model_len=t.positive("max_model_len", 4096, minimum=16),
         methods=t.strings("methods", None),
-        engine=t.table("engine"),
+        engine=engine,
     )
 
 

@@ -38,6 +38,17 @@ EVENTS_SCHEMA = pa.schema(
         ("output_index", pa.int64()),
     ]
 )
+# Columns added after run directories were first written: writers always write them,
+# readers of older directories get them null-filled (:func:`tokenlens.rundir.read_run`).
+EVENTS_OPTIONAL = pa.schema(
+    [
+        # How many drafts vLLM scheduled for this request in this step, grammar-invalidated
+        # ones included: k, which varies per step under vLLM's dynamic speculative
+        # decoding (num_speculative_tokens_per_batch_size). Null: not recorded.
+        ("k", pa.int64()),
+    ]
+)
+EVENTS_WRITE_SCHEMA = pa.schema([*EVENTS_SCHEMA, *EVENTS_OPTIONAL])
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -81,15 +92,21 @@ def run_request_id(engine_id: str, id_map: dict[str, str]) -> str:
 class Capture:
     """Everything recorded: events per the contract, and outputs rebuilt from steps."""
 
-    rows: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in EVENTS_SCHEMA.names})
+    rows: dict[str, list[Any]] = field(
+        default_factory=lambda: {k: [] for k in EVENTS_WRITE_SCHEMA.names}
+    )
     outputs: dict[str, list[int]] = field(default_factory=dict)
     gaps: list[str] = field(default_factory=list)
+    # Verification steps vLLM counted whose drafts were all invalidated by a grammar
+    # (structured output): a draft to vLLM (num_drafts + 1) with no draft token, so
+    # no event row. (run request id, step), in the order recorded.
+    empty_steps: list[tuple[str, int]] = field(default_factory=list)
     # The hook's self-timing per step line: (hook s on the scheduler thread, wall s since
     # the previous line or None for a process's first line, writer-thread s or None).
     timing: list[tuple[float, float | None, float | None]] = field(default_factory=list)
 
     def table(self) -> pa.Table:
-        return pa.table(self.rows, schema=EVENTS_SCHEMA)
+        return pa.table(self.rows, schema=EVENTS_WRITE_SCHEMA)
 
 
 def _add_output(capture: Capture, rid: str, base: int, tokens: list[int]) -> None:
@@ -105,7 +122,10 @@ def _add_events(capture: Capture, rid: str, step: int, rec: dict[str, Any]) -> N
     drafts, generated, accepted = rec["d"], rec["g"], rec["a"]
     base, kept = rec.get("b"), rec.get("n", 0)
     rows = capture.rows
-    for pos in range(len(drafts) - rec.get("i", 0)):
+    counted = len(drafts) - rec.get("i", 0)
+    if counted <= 0:
+        capture.empty_steps.append((rid, step))
+    for pos in range(counted):
         is_accepted = pos < accepted
         emitted = generated[pos] if pos <= accepted and pos < len(generated) else None
         index = base + pos if emitted is not None and base is not None and pos < kept else None
@@ -116,6 +136,7 @@ def _add_events(capture: Capture, rid: str, step: int, rec: dict[str, Any]) -> N
         rows["accepted"].append(is_accepted)
         rows["emitted_token_id"].append(emitted)
         rows["output_index"].append(index)
+        rows["k"].append(len(drafts))
 
 
 def build_capture(

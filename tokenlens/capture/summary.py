@@ -61,6 +61,19 @@ def hook_cost(capture: Capture) -> dict[str, Any]:
     }
 
 
+def empty_steps_json(empty: list[tuple[str, int]]) -> dict[str, Any]:
+    """The manifest's ``capture.steps_without_draft_tokens``: vLLM counted these steps
+    (``num_drafts``) but every draft was invalidated by a grammar, so they have no row."""
+    return {"count": len(empty), "steps": [[rid, step] for rid, step in empty]}
+
+
+def empty_step_count(manifest: dict[str, Any]) -> int:
+    """How many counted steps of a run have no event row (0 for runs written before)."""
+    capture = manifest.get("capture")
+    empty = capture.get("steps_without_draft_tokens") if isinstance(capture, dict) else None
+    return int(empty.get("count") or 0) if isinstance(empty, dict) else 0
+
+
 def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) -> dict[str, Any]:
     """The manifest's ``capture`` object (see docs/formats.md)."""
     statuses = read_statuses(directory)
@@ -87,10 +100,34 @@ def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) 
         "scheduler_class": first.get("scheduler_class"),
         "async_scheduling": first.get("async_scheduling"),
         "per_request_metrics": first.get("per_request_metrics"),
+        "num_sampled_tokens_per_step": first.get("num_sampled_tokens_per_step"),
         "engine_processes": len(seen),
         "placeholder_drafts": placeholder_stats(events),
+        "steps_without_draft_tokens": empty_steps_json(capture.empty_steps),
         "hook": hook_cost(capture),
     }
+
+
+SERVED_WORKERS = (
+    "a vllm serve's workers cannot be asked from outside; recorded: what its scheduler "
+    "process read from the resolved config"
+)
+
+
+def served_engine_facts(directory: Path) -> dict[str, Any] | None:
+    """The manifest's ``engine`` for a run against ``vllm serve``: the plugin's view.
+
+    The plugin writes the resolved config's facts from the scheduler process into its
+    status file (:func:`tokenlens.engine.facts.config_facts`); the drafter's and the
+    model runner's classes live in the server's workers and stay null with the reason.
+    """
+    from tokenlens.engine.facts import merge_facts
+
+    for status in read_statuses(directory):
+        facts = status.get("engine")
+        if isinstance(facts, dict) and "error" not in facts:
+            return merge_facts(facts, None, SERVED_WORKERS, source="plugin")
+    return None
 
 
 def capture_problem(summary: dict[str, Any], drafts_counted: int) -> str | None:
@@ -118,7 +155,9 @@ def record_capture(
     engine reported them (``--per-request-spec-decode-metrics``).
     """
     summary = capture_summary(directory, capture, events)
-    per_request = per_request_summary(events, reported) if events is not None else {}
+    per_request = (
+        per_request_summary(events, reported, capture.empty_steps) if events is not None else {}
+    )
     problem = capture_problem(summary, drafts_counted)
     if problem is None and per_request.get("exact") is False:
         problem = f"events differ from vLLM's per-request metrics ({per_request['differences'][0]})"

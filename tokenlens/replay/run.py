@@ -402,6 +402,8 @@ def run_replay(
     _check(config)
     t_start = time.perf_counter()
     source = read_source(config.source)
+    if "ngram" in config.methods:
+        ngram.check_runner(source.manifest, str(config.source))
     dtype = _dtype(config, source)
     _prepare_out(config)
     mml = _max_model_len(config, source)

@@ -80,8 +80,11 @@ TOKEN_SCHEMA = pa.schema(
 _STRONG_LO = np.where(STRONG, np.arange(len(STRONG)), 255).astype(np.int16)
 _STRONG_HI = np.where(STRONG, np.arange(len(STRONG)), -1).astype(np.int16)
 _WEAK = ~STRONG & (np.arange(len(STRONG)) != SPACE)
-_WEAK_LO = np.where(_WEAK, STANDALONE, 255).astype(np.int16)
-_WEAK_HI = np.where(_WEAK, STANDALONE, -1).astype(np.int16)
+# STANDALONE is uint8: widen it before -1 meets it (numpy >= 2.5 refuses a Python int a
+# uint8 array cannot hold, NEP 50, instead of silently promoting).
+_STANDALONE = STANDALONE.astype(np.int16)
+_WEAK_LO = np.where(_WEAK, _STANDALONE, np.int16(255))
+_WEAK_HI = np.where(_WEAK, _STANDALONE, np.int16(-1))
 
 
 # Requests classified together are joined by one newline byte that belongs to none of
