@@ -1,7 +1,8 @@
 """Append-only, crash-safe step files written inside vLLM's engine processes.
 
-One file per process (``steps-<host>-<pid>.jsonl``): engines of a data-parallel
-deployment never share a file. Each scheduler step is one JSON line.
+One file per process (``steps-<host>-<pid>.jsonl``; the model runner's draft ids go to
+``drafts-<host>-<pid>.jsonl``): engines of a data-parallel deployment never share a
+file. Each scheduler step is one JSON line.
 
 Serialising and writing happen on a writer thread, off the scheduler's thread: the
 hook only hands over the step's records (a queue put), and the writer turns them into
@@ -13,6 +14,10 @@ multiprocessing child's exit. ``os.fsync`` runs at most every ``FSYNC_SECONDS`` 
 bound what a power loss could take without paying a disk sync per step.
 ``background=False`` writes on the caller's thread (each line flushed before
 ``write_step`` returns).
+
+A line's records may also be handed over unfinished (:meth:`StepRecorder.write_lazy`):
+a function the writer thread calls to make them. The model runner's hook uses it to
+wait for a device-to-host copy off the thread that drives the GPU.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing import util as mp_util
 from pathlib import Path
 from typing import Any, TextIO
@@ -35,9 +41,12 @@ _STOP = None
 class StepRecorder:
     """Writes step records for one engine process; the file opens on first use."""
 
-    def __init__(self, directory: str | Path, background: bool = True) -> None:
+    def __init__(
+        self, directory: str | Path, background: bool = True, prefix: str = "steps"
+    ) -> None:
         self.directory = Path(directory)
         self.background = background
+        self.prefix = prefix
         self._fh: TextIO | None = None
         self._seq = 0
         self._last_sync = time.monotonic()
@@ -50,7 +59,7 @@ class StepRecorder:
 
     @property
     def path(self) -> Path:
-        return self.directory / f"steps-{socket.gethostname()}-{os.getpid()}.jsonl"
+        return self.directory / f"{self.prefix}-{socket.gethostname()}-{os.getpid()}.jsonl"
 
     def _open(self) -> TextIO:
         if self._fh is None:
@@ -66,7 +75,17 @@ class StepRecorder:
         ``timing`` is the hook's own cost (see :mod:`tokenlens.capture.plugin`); the
         writer adds ``wt``, its own seconds since the previous line.
         """
-        line = {"seq": self._seq, "t": time.time(), **(timing or {}), "reqs": records}
+        self._put({"seq": self._seq, "t": time.time(), **(timing or {}), "reqs": records})
+
+    def write_lazy(self, make: Callable[[], list[dict[str, Any]]]) -> None:
+        """One line whose records ``make()`` builds on the writer thread.
+
+        ``make`` may block (a device copy to wait for) without holding up the caller;
+        an empty list writes no line. Without a writer thread it runs at once.
+        """
+        self._put({"seq": self._seq, "t": time.time(), "reqs": make})
+
+    def _put(self, line: dict[str, Any]) -> None:
         self._seq += 1
         if not self.background:
             self._write([line])
@@ -109,6 +128,10 @@ class StepRecorder:
         with self._lock:
             fh = self._open()
             for line in lines:
+                if callable(line["reqs"]):
+                    line["reqs"] = line["reqs"]()
+                    if not line["reqs"]:
+                        continue
                 if self.background:
                     line["wt"] = round(self._writer_s, 7)
                     self._writer_s = 0.0
@@ -146,8 +169,8 @@ def _plain(value: Any) -> Any:
     return int(value)
 
 
-def status_path(directory: str | Path) -> Path:
-    return Path(directory) / f"capture-{socket.gethostname()}-{os.getpid()}.json"
+def status_path(directory: str | Path, prefix: str = "capture") -> Path:
+    return Path(directory) / f"{prefix}-{socket.gethostname()}-{os.getpid()}.json"
 
 
 def write_status(directory: str | Path, data: dict[str, Any]) -> None:
@@ -156,7 +179,12 @@ def write_status(directory: str | Path, data: dict[str, Any]) -> None:
     Written when the hook first sees a scheduler, and again if the capture fails or is
     refused: rare events, so a whole-file rewrite is fine.
     """
-    path = status_path(directory)
+    write_json_status(directory, "capture", data)
+
+
+def write_json_status(directory: str | Path, prefix: str, data: dict[str, Any]) -> None:
+    """``<prefix>-<host>-<pid>.json`` in ``directory``, replaced atomically."""
+    path = status_path(directory, prefix)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
