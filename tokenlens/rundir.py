@@ -20,7 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokenlens.capture.events import EVENTS_SCHEMA, Capture, build_capture
+from tokenlens.capture.events import EVENTS_OPTIONAL, EVENTS_SCHEMA, Capture, build_capture
+from tokenlens.capture.filler import filler_rule, mark_fillers
 from tokenlens.capture.reconcile import counters_from_events, reconcile
 from tokenlens.capture.summary import record_capture
 from tokenlens.engine.results import GeneratedRequest, SpecCounters
@@ -305,7 +306,7 @@ def finalize(
     recorded: Capture | None = None
     if capture is not None:
         recorded = build_capture(capture, id_map=id_map, keep=keep)
-        events = recorded.table()
+        events, recorded.fillers = mark_fillers(recorded.table(), requests, filler_rule(capture))
     problems: list[str] = []
     if events is not None:
         write_events(writer.path, events)
@@ -392,5 +393,9 @@ def read_run(path: str | Path) -> Run:
             f"{root / METRICS}: needs num_drafts, num_draft_tokens, num_accepted_tokens, "
             "accepted_per_position"
         ) from None
-    events = _read_table(root / EVENTS, EVENTS_SCHEMA) if (root / EVENTS).is_file() else None
+    events = (
+        _read_table(root / EVENTS, EVENTS_SCHEMA, EVENTS_OPTIONAL)
+        if (root / EVENTS).is_file()
+        else None
+    )
     return Run(path=root, manifest=manifest, requests=requests, metrics=metrics, events=events)
