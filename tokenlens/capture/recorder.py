@@ -5,13 +5,14 @@ One file per process (``steps-<host>-<pid>.jsonl``; the model runner's draft ids
 file. Each scheduler step is one JSON line.
 
 Serialising and writing happen on a writer thread, off the scheduler's thread: the
-hook only hands over the step's records (a queue put), and the writer turns them into
-lines, writes and flushes them, usually while the scheduler waits for the model. Lines
-are written in step order and each batch is flushed at once, so a SIGKILL loses at
-most the steps still queued (a suffix, never a gap; normally none) plus a torn last
-line, which readers skip. The queue is drained on close, at interpreter exit and at a
-multiprocessing child's exit. ``os.fsync`` runs at most every ``FSYNC_SECONDS`` to
-bound what a power loss could take without paying a disk sync per step.
+hook only hands over the step's records (a deque append: no lock, no wake-up), and the
+writer, waking every ``WRITE_SECONDS``, turns them into lines, writes and flushes them.
+Lines are written in step order and each batch is flushed at once, so a SIGKILL loses
+at most the steps handed over since the last wake-up (a suffix, never a gap; at most
+``WRITE_SECONDS`` of steps) plus a torn last line, which readers skip. What is pending
+is written on close, at interpreter exit and at a multiprocessing child's exit.
+``os.fsync`` runs at most every ``FSYNC_SECONDS`` to bound what a power loss could take
+without paying a disk sync per step.
 ``background=False`` writes on the caller's thread (each line flushed before
 ``write_step`` returns).
 
@@ -25,17 +26,20 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import queue
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from multiprocessing import util as mp_util
 from pathlib import Path
 from typing import Any, TextIO
 
 FSYNC_SECONDS = 2.0
-_STOP = None
+# The writer wakes this often (and on flush/close), never per step: a wake-up per step
+# handed the GIL to the writer right when the scheduler needed it again (measured on
+# vLLM's real Scheduler at batch 64: update_from_output 5.1 ms hooked vs 0.8 ms).
+WRITE_SECONDS = 0.05
 
 
 class StepRecorder:
@@ -50,8 +54,13 @@ class StepRecorder:
         self._fh: TextIO | None = None
         self._seq = 0
         self._last_sync = time.monotonic()
-        self._queue: queue.Queue[dict[str, Any] | None] | None = None
+        # Lines handed over and not yet written (deque appends are atomic: no lock on
+        # the scheduler's thread), the writer, its wake-up and stop flags.
+        self._pending: deque[dict[str, Any]] = deque()
         self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stop = False
+        self._written = 0
         self._lock = threading.Lock()
         # Seconds the writer thread spent serialising and writing, not yet reported.
         self._writer_s = 0.0
@@ -90,38 +99,33 @@ class StepRecorder:
         if not self.background:
             self._write([line])
             return
-        if self._queue is None:
+        if self._thread is None:
             self._start()
-        assert self._queue is not None
-        self._queue.put(line)
+        self._pending.append(line)  # no lock, no wake-up: see WRITE_SECONDS
 
     def _start(self) -> None:
-        self._queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="tokenlens-writer", daemon=True)
         self._thread.start()
         atexit.register(self.close)
         mp_util.Finalize(self, self.close, exitpriority=100)  # multiprocessing children
 
     def _run(self) -> None:
-        assert self._queue is not None
         while True:
-            batch = [self._queue.get()]
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            lines = [line for line in batch if line is not _STOP]
+            self._wake.wait(WRITE_SECONDS)
+            self._wake.clear()
+            stop = self._stop
+            batch = []
+            while self._pending:
+                batch.append(self._pending.popleft())
             t0 = time.perf_counter()
-            if lines and self.error is None:
+            if batch and self.error is None:
                 try:
-                    self._write(lines)
+                    self._write(batch)
                 except Exception as exc:  # keep draining: never block the scheduler
                     self.error = f"{type(exc).__name__}: {exc}"
             self._writer_s += time.perf_counter() - t0
-            for _ in batch:
-                self._queue.task_done()
-            if len(lines) != len(batch):
+            self._written += len(batch)
+            if stop and not self._pending:
                 return
 
     def _write(self, lines: list[dict[str, Any]]) -> None:
@@ -143,17 +147,20 @@ class StepRecorder:
                 self._last_sync = now
 
     def flush(self) -> None:
-        """Wait until every queued step is written and flushed."""
-        if self._queue is not None and self._thread is not None and self._thread.is_alive():
-            self._queue.join()
+        """Wait until every step handed over so far is written and flushed."""
+        target = self._seq
+        while self._thread is not None and self._thread.is_alive() and self._written < target:
+            self._wake.set()
+            time.sleep(0.002)
 
     def close(self) -> None:
-        """Drain the queue, stop the writer, sync and close the file (idempotent)."""
+        """Drain what is pending, stop the writer, sync and close the file (idempotent)."""
         thread, self._thread = self._thread, None
-        if thread is not None and thread.is_alive() and self._queue is not None:
-            self._queue.put(_STOP)
+        if thread is not None and thread.is_alive():
+            self._stop = True
+            self._wake.set()
             thread.join(timeout=30)
-        self._queue = None
+        self._stop = False
         with self._lock:
             if self._fh is not None:
                 self._fh.flush()

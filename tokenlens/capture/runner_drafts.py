@@ -43,6 +43,7 @@ import inspect
 import logging
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -63,6 +64,8 @@ PREFIX_READ = "draft_tokens_ptr+req_state_idx*draft_tokens_stride+block"
 # V2's n-gram speculator: slots without a match repeat the last sampled token.
 NGRAM_FILL = "tl.where(slot_valid,gathered,last_tok)"
 _PATCH_MARK = "__tokenlens_original__"
+PAUSE_FILE = "paused"  # the scheduler hook's (tokenlens.capture.plugin.PAUSE_FILE)
+PAUSE_CHECK_SECONDS = 0.5
 logger = logging.getLogger("tokenlens.capture")
 _active: RunnerHook | None = None
 
@@ -161,6 +164,17 @@ class RunnerHook:
         self.enabled = True
         self.checked_instance = False
         self.writes = True
+        self.paused = False
+        self.next_pause_check = 0.0
+
+    def _paused(self) -> bool:
+        """The scheduler hook's pause file (``<trace dir>/paused``), looked up at most
+        every 0.5 s: benchmarks compare hooked and unhooked steps in one engine."""
+        now = time.monotonic()
+        if now >= self.next_pause_check:
+            self.next_pause_check = now + PAUSE_CHECK_SECONDS
+            self.paused = (self.directory / PAUSE_FILE).exists()
+        return self.paused
 
     def status(self, data: dict[str, Any]) -> None:
         write_json_status(self.directory, STATUS_PREFIX, data)
@@ -181,7 +195,7 @@ class RunnerHook:
                 try:
                     if not self.checked_instance:
                         self._first_call(runner)
-                    if self.writes and self.enabled:
+                    if self.writes and self.enabled and not self._paused():
                         self.observe(runner, batch)
                 except Exception as exc:  # never into vLLM
                     self.enabled = False
