@@ -12,9 +12,10 @@ count the scheduler scheduled. So the drafts a step verifies are, at ``prepare_i
 ``draft_tokens[row, :n]``.
 
 This hook wraps ``prepare_inputs``. After vLLM built the batch it queues, on the
-runner's stream, one gather of the batch's rows (drafts and ``total_len``, the request's
-prompt + output length) and an asynchronous copy to the host; the writer thread waits
-for the copy and writes one line per step to ``drafts-<host>-<pid>.jsonl``::
+runner's stream, asynchronous copies of ``draft_tokens`` and ``total_len`` (the
+requests' prompt + output lengths; a few kB) to the host and an event after them; the
+writer thread waits for the event, picks the batch's rows and writes one line per step
+to ``drafts-<host>-<pid>.jsonl``::
 
     {"seq": 3, "t": 1764453612.5, "reqs": [{"r": "0-3f2a9c1b", "b": 7, "d": [11, 12, 13]}]}
 
@@ -48,6 +49,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 from tokenlens.capture.recorder import StepRecorder, write_json_status
 
@@ -252,36 +255,39 @@ class RunnerHook:
         counts = counts[:num_reqs]
         if not counts.any():
             return
-        import torch
-
         states = runner.req_states
-        index = batch.idx_mapping[:num_reqs].long()
-        rows = torch.index_select(states.draft_tokens, 0, index)
-        total = torch.index_select(states.total_len.gpu, 0, index).to(rows.dtype)
-        both = torch.cat((rows, total.unsqueeze(1)), dim=1)
-        host = both.to("cpu", non_blocking=True)
-        fence = _fence(both)
-        prompt = states.prompt_len.np[batch.idx_mapping_np[:num_reqs]].copy()
+        # Two whole-tensor copies (a few kB) and an event: no gather kernel, nothing for
+        # the runner's thread to wait on; the rows are picked on the writer thread.
+        drafts = states.draft_tokens.to("cpu", non_blocking=True, copy=True)
+        total = states.total_len.gpu.to("cpu", non_blocking=True, copy=True)
+        fence = _fence(states.draft_tokens)
+        index = np.array(batch.idx_mapping_np[:num_reqs], copy=True)
+        prompt = states.prompt_len.np[index].copy()
         req_ids = list(batch.req_ids[:num_reqs])
         self.recorder.write_lazy(
-            functools.partial(resolve, fence, host, req_ids, counts.copy(), prompt)
+            functools.partial(resolve, fence, drafts, total, index, req_ids, counts.copy(), prompt)
         )
 
 
 def resolve(
-    fence: Any, host: Any, req_ids: Sequence[str], counts: Any, prompt: Any
+    fence: Any,
+    drafts: Any,
+    total: Any,
+    index: Any,
+    req_ids: Sequence[str],
+    counts: Any,
+    prompt: Any,
 ) -> list[dict[str, Any]]:
-    """The step's records once the copy landed (runs on the writer thread)."""
+    """The step's records once the copies landed (runs on the writer thread)."""
     if fence is not None:
         fence.synchronize()
-    values = host.tolist()
+    rows = drafts.numpy()[index].tolist()
+    lengths = total.numpy()[index].tolist()
     out = []
     for i, req_id in enumerate(req_ids):
         n = int(counts[i])
-        if n <= 0:
-            continue
-        row = values[i]
-        out.append({"r": req_id, "b": int(row[-1]) - int(prompt[i]), "d": row[:n]})
+        if n > 0:
+            out.append({"r": req_id, "b": int(lengths[i]) - int(prompt[i]), "d": rows[i][:n]})
     return out
 
 
