@@ -19,6 +19,7 @@ import pyarrow as pa
 from tokenlens import __version__
 from tokenlens.capture.events import EVENTS_SCHEMA, build_capture
 from tokenlens.capture.reconcile import reconcile
+from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import (
     METHODS_WITH_DRAFT_MODEL,
@@ -406,6 +407,7 @@ def run_trace(config: TraceConfig, progress: Progress = SILENT) -> Path:
             },
             **{k: result.info[k] for k in ("num_preemptions",) if k in result.info},
             **{k: traced.backend.info[k] for k in ("dtype",) if k in traced.backend.info},
+            "engine": traced.backend.info.get("engine") or served_engine_facts(traced.capture),
         },
     )
     summary = writer.manifest["capture"]

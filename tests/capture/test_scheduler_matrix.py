@@ -238,3 +238,17 @@ def test_paused_hook_passes_steps_through(harness: Callable[..., Any]) -> None:
     h.propose({A: [1, 2, 3]})
     h.step({A: [1, 4]})
     assert [r[1:5] for r in rows(h)] == [(0, 0, 1, True), (0, 1, 2, False), (0, 2, 3, False)]
+
+
+def test_status_names_the_engine_from_its_resolved_config(harness: Callable[..., Any]) -> None:
+    """The scheduler process records the config's facts (what `trace --server` keeps)."""
+    h = harness()
+    h.add(A)
+    prefill(h, A, 5, [6, 7, 8])
+    status = json.loads(next(h.trace_dir.glob("capture-*.json")).read_text())
+    engine = status["engine"]
+    assert engine["speculative_method"] == "ngram" and engine["num_speculative_tokens"] == K
+    assert engine["dtype"] == "float32" and engine["quantization"] is None
+    assert engine["async_scheduling"] is False  # the config's, as vLLM resolved it
+    assert engine["model_runner"] in ("V1", "V2") and engine["model_runner_source"]
+    assert engine["device"]["type"] == "cpu" and engine["parallel"]["tensor"] == 1

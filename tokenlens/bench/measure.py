@@ -32,6 +32,7 @@ from tokenlens.bench.results_csv import (
     write_results,
 )
 from tokenlens.capture.events import load_id_map
+from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCounters
@@ -403,6 +404,10 @@ class _Bench:
         else:
             manifest = manifest_for(tconf, list(case.prompts), first.vllm_version)
         manifest["argv"] = list(config.argv)
+        engine = backend.info.get("engine")
+        if engine is None and capture_dir is not None:
+            engine = served_engine_facts(capture_dir)
+        manifest["engine"] = engine  # how the engine ran (tokenlens.engine.facts)
         return self.write_run(
             case, manifest, first, capture_dir, repeats, backend.info.get("dtype")
         )

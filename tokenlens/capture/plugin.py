@@ -51,6 +51,7 @@ from tokenlens.capture.surface import (
     stats_calls,
 )
 from tokenlens.capture.tiers import REFUSED, UNTESTED, Tier, tier_for
+from tokenlens.engine.facts import config_facts
 
 _PATCH_MARK = "__tokenlens_original__"
 _SUBCLASS_MARK = "__tokenlens_subclass_hook__"
@@ -469,4 +470,16 @@ def _scheduler_info(sched: Any) -> dict[str, Any]:
         "async_scheduling": is_async,
         "num_spec_tokens": int(getattr(sched, "num_spec_tokens", 0) or 0),
         "per_request_metrics": getattr(sched, "spec_decode_metrics_level", None),
+        "engine": _engine_facts(sched),
     }
+
+
+def _engine_facts(sched: Any) -> dict[str, Any] | None:
+    """The resolved config's facts as this scheduler process sees them (``vllm serve``)."""
+    config = getattr(sched, "vllm_config", None)
+    if config is None:
+        return None
+    try:
+        return config_facts(config)
+    except Exception as exc:  # a description must never stop a trace
+        return {"error": f"{type(exc).__name__}: {exc}"}

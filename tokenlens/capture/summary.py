@@ -145,6 +145,28 @@ def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) 
     }
 
 
+SERVED_WORKERS = (
+    "a vllm serve's workers cannot be asked from outside; recorded: what its scheduler "
+    "process read from the resolved config"
+)
+
+
+def served_engine_facts(directory: Path) -> dict[str, Any] | None:
+    """The manifest's ``engine`` for a run against ``vllm serve``: the plugin's view.
+
+    The plugin writes the resolved config's facts from the scheduler process into its
+    status file (:func:`tokenlens.engine.facts.config_facts`); the drafter's and the
+    model runner's classes live in the server's workers and stay null with the reason.
+    """
+    from tokenlens.engine.facts import merge_facts
+
+    for status in read_statuses(directory):
+        facts = status.get("engine")
+        if isinstance(facts, dict) and "error" not in facts:
+            return merge_facts(facts, None, SERVED_WORKERS, source="plugin")
+    return None
+
+
 def capture_problem(summary: dict[str, Any], drafts_counted: int) -> str | None:
     """Why the run's capture cannot be trusted (one line), or None."""
     if summary["state"] in ("refused", "failed"):

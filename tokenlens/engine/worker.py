@@ -36,6 +36,7 @@ from typing import Any
 
 from tokenlens.capture import TRACE_DIR_ENV
 from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
+from tokenlens.engine.facts import engine_facts, extension_kwargs
 from tokenlens.engine.results import (
     ACCEPTED_PER_POS,
     NUM_ACCEPTED,
@@ -98,6 +99,7 @@ def build_llm(config: EngineConfig) -> Any:
     if config.speculative is not None:
         kwargs["speculative_config"] = config.speculative.to_vllm()
         kwargs.update(per_request_metrics_kwargs())
+    kwargs.update(extension_kwargs(config.extra))  # the workers report their own facts
     kwargs.update(config.extra)
     return LLM(**kwargs)
 
@@ -347,7 +349,12 @@ def serve(conn: Connection) -> None:
         import vllm
 
         model_config = llm.llm_engine.model_config
-        conn.send(("ready", {"vllm_version": vllm.__version__, "dtype": str(model_config.dtype)}))
+        info = {
+            "vllm_version": vllm.__version__,
+            "dtype": str(model_config.dtype),
+            "engine": engine_facts(llm),
+        }
+        conn.send(("ready", info))
     except BaseException as exc:  # report any start failure as one line, then exit
         conn.send(("error", _one_line(exc), traceback.format_exc()))
         return
