@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from tokenlens.capture.events import EVENTS_OPTIONAL, EVENTS_SCHEMA, Capture, build_capture
 from tokenlens.capture.filler import filler_rule, mark_fillers
 from tokenlens.capture.reconcile import counters_from_events, reconcile
-from tokenlens.capture.summary import record_capture
+from tokenlens.capture.summary import empty_step_count, record_capture
 from tokenlens.engine.results import GeneratedRequest, SpecCounters
 from tokenlens.errors import TokenlensError
 
@@ -310,7 +310,8 @@ def finalize(
     problems: list[str] = []
     if events is not None:
         write_events(writer.path, events)
-        problems = reconcile(events, counters)
+        empty = len(recorded.empty_steps) if recorded is not None else 0
+        problems = reconcile(events, counters, empty)
     fields: dict[str, Any] = {
         "counters_source": counters_source,
         "reconciliation": {"exact": not problems, "differences": problems},
@@ -338,6 +339,11 @@ class Run:
     @property
     def complete(self) -> bool:
         return bool(self.manifest["status"] == "complete")
+
+    @property
+    def empty_steps(self) -> int:
+        """Counted steps without event rows (all drafts grammar-invalidated): reconcile with it."""
+        return empty_step_count(self.manifest)
 
 
 def _read_json(path: Path) -> Any:

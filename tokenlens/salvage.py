@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokenlens.capture.events import EVENTS_SCHEMA, build_capture, read_jsonl
+from tokenlens.capture.events import EVENTS_WRITE_SCHEMA, build_capture, read_jsonl
 from tokenlens.capture.reconcile import counters_from_events
 from tokenlens.engine.results import GeneratedRequest, SpecCounters, TokenLogprobs
 from tokenlens.engine.worker import FINISHED_PREFIX
@@ -171,7 +171,7 @@ def salvage(
         mine = [rid for rid, (a, _) in source.items() if a == attempt]
         keep = pc.is_in(table.column("request_id"), pa.array(mine, pa.string()))
         parts.append(table.filter(keep))
-    events = pa.concat_tables(parts) if parts else EVENTS_SCHEMA.empty_table()
+    events = pa.concat_tables(parts) if parts else EVENTS_WRITE_SCHEMA.empty_table()
     requests = [req for _, (_, req) in sorted(source.items())]
     return Salvage(requests, events, recorded, gaps, counters_from_events(events))
 

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from tokenlens import __version__
-from tokenlens.capture.events import EVENTS_SCHEMA, build_capture
+from tokenlens.capture.events import EVENTS_WRITE_SCHEMA, build_capture
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.backend import Backend
@@ -526,7 +526,8 @@ def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
     attempt = run / CAPTURE / f"{RESUME_PREFIX}{len(attempt_dirs(run))}"
     writer = RunWriter.reopen(run)
     result = None
-    new_events = EVENTS_SCHEMA.empty_table()
+    new_events = EVENTS_WRITE_SCHEMA.empty_table()
+    new_empty = 0  # counted steps without rows in the resumed part (reconcile.py)
     new_counters = SpecCounters()
     generated: list[GeneratedRequest] = []
     if missing:
@@ -558,10 +559,11 @@ def resume_trace(run: Path, progress: Progress = SILENT) -> Path:
             f"the run stays partial at {run} (resume it again once the engine runs)",
             progress,
         )
-        new_events = build_capture(attempt).table()
+        resumed = build_capture(attempt)
+        new_events, new_empty = resumed.table(), len(resumed.empty_steps)
         new_counters = result.counters
         generated = list(result.requests)
-    problems = reconcile(new_events, new_counters)
+    problems = reconcile(new_events, new_counters, new_empty)
     requests = sorted([*kept.requests, *generated], key=lambda r: _order(r.prompt_id, jobs))
     writer.write_requests(requests_table(requests, langs, pairs))
     write_events(run, pa.concat_tables([kept.events, new_events]))

@@ -9,7 +9,9 @@ installed on the real ``Scheduler`` class, so every step runs vLLM's own
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,26 @@ TINY_CONFIG = {
 }
 
 
+# Set by tests/capture/test_scheduler_releases.py when it runs this suite against another
+# vLLM release's unpacked sources (its wheel without the compiled parts).
+SOURCE_TREE_ENV = "TOKENLENS_VLLM_SOURCE_TREE"
+
+
+def _scheduler_only_platform() -> None:
+    """Let a vLLM source tree without its compiled parts build a config for the scheduler.
+
+    vLLM's platform hook (``check_and_update_config``) prepares kernels and refuses a
+    machine without them (0.34's CPU platform: "requires Triton"); the scheduler, the
+    only class these tests run, never reads what it would set. Only under
+    ``SOURCE_TREE_ENV``: with the installed vLLM, its platform runs as in an engine.
+    """
+    from vllm.platforms import current_platform
+
+    setattr(  # noqa: B010
+        type(current_platform), "check_and_update_config", classmethod(lambda cls, config: None)
+    )
+
+
 @pytest.fixture(scope="session")
 def vllm_config(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One ``VllmConfig`` (n-gram k=3, prefix caching, per-request metrics ``detailed``)."""
@@ -56,6 +78,8 @@ def vllm_config(tmp_path_factory: pytest.TempPathFactory) -> Any:
         VllmConfig,
     )
 
+    if os.environ.get(SOURCE_TREE_ENV):
+        _scheduler_only_platform()
     model = tmp_path_factory.mktemp("tiny-model")
     (model / "config.json").write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
     return VllmConfig(
@@ -86,6 +110,11 @@ class Harness:
     stats: SpecCounters = field(default_factory=SpecCounters)
     steps: list[Any] = field(default_factory=list)  # SchedulerOutputs, in order
     preempted: set[str] = field(default_factory=set)
+    # vLLM's SpecDecodingStats.num_draft_tokens_per_pos, summed (not an exported counter)
+    drafted_per_position: list[int] = field(default_factory=list)
+    reverse_batch: bool = False
+    counter: int = 0  # the made-up model's sample counter
+    stale: set[str] = field(default_factory=set)  # requests that got a stale output
 
     def add(
         self,
@@ -122,16 +151,17 @@ class Harness:
         from vllm.v1.outputs import ModelRunnerOutput
 
         ids = list(out.num_scheduled_tokens)
+        if self.reverse_batch:  # the worker's batch order need not be the schedule's
+            ids.reverse()
         unknown = set(sampled) - set(ids)
         assert not unknown, f"not scheduled this step: {unknown}"
-        result = self.sched.update_from_output(
-            out,
-            ModelRunnerOutput(
-                req_ids=ids,
-                req_id_to_index={rid: i for i, rid in enumerate(ids)},
-                sampled_token_ids=[sampled.get(rid, []) for rid in ids],
-            ),
-        )
+        output: dict[str, Any] = {
+            "req_ids": ids,
+            "sampled_token_ids": [sampled.get(rid, []) for rid in ids],
+        }
+        if "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}:
+            output["req_id_to_index"] = {rid: i for i, rid in enumerate(ids)}  # to vLLM 0.33
+        result = self.sched.update_from_output(out, ModelRunnerOutput(**output))
         for eco in result.values():
             stats = eco.scheduler_stats.spec_decoding_stats if eco.scheduler_stats else None
             if stats is not None:
@@ -141,6 +171,16 @@ class Harness:
                     stats.num_accepted_tokens,
                     tuple(stats.num_accepted_tokens_per_pos),
                 )
+                drafted = list(stats.num_draft_tokens_per_pos)
+                width = max(len(drafted), len(self.drafted_per_position))
+                self.drafted_per_position = [
+                    a + b
+                    for a, b in zip(
+                        drafted + [0] * (width - len(drafted)),
+                        self.drafted_per_position + [0] * (width - len(self.drafted_per_position)),
+                        strict=True,
+                    )
+                ]
         return result
 
     def propose(self, drafts: dict[str, list[int]]) -> None:
@@ -159,33 +199,59 @@ class Harness:
             self.propose(drafts)
         return out
 
-    def run(
-        self,
-        accept: Callable[[str, int], int],
-        drafts: bool = True,
-        max_steps: int = 200,
-    ) -> None:
-        """Step with a made-up model until every request finishes.
+    def model(self, out: Any, accept: Callable[[str, int], int], step: int) -> dict[str, list[int]]:
+        """What a made-up model samples for a scheduled step (read when it is scheduled).
 
         ``accept(req_id, step)`` says how many drafts the "target" accepts; an accepted
         placeholder draft (-1) stands for a real token, 500 + position. Prefill chunks
         sample nothing; every other row samples its accepted drafts plus one token.
         """
-        counter = 0
+        sampled = {}
+        for rid in out.num_scheduled_tokens:
+            if self.sched.requests[rid].is_prefill_chunk:
+                continue
+            scheduled = list(out.scheduled_spec_decode_tokens.get(rid, ()))
+            m = min(accept(rid, step), len(scheduled))
+            self.counter += 1
+            tokens = [t if t >= 0 else 500 + i for i, t in enumerate(scheduled[:m])]
+            sampled[rid] = [*tokens, 300 + self.counter % 50]
+        return sampled
+
+    def run(
+        self,
+        accept: Callable[[str, int], int],
+        drafts: bool = True,
+        max_steps: int = 200,
+        overlap: bool = False,
+        steps: int | None = None,
+    ) -> None:
+        """Step with a made-up model (:meth:`model`) until every request finishes.
+
+        ``overlap``: schedule step N+1 before step N's output arrives, as vLLM's engine
+        core does under async scheduling, so that a preemption can catch a step in
+        flight (its output then arrives stale). ``steps``: stop after that many steps
+        instead of when every request finished.
+        """
+        in_flight: list[tuple[Any, dict[str, list[int]]]] = []
         for step in range(max_steps):
-            if not self.sched.has_requests():
+            if steps is not None and step >= steps and not in_flight:
                 return
-            out = self.schedule()
-            sampled = {}
-            for rid in out.num_scheduled_tokens:
-                request = self.sched.requests[rid]
-                if request.is_prefill_chunk:
-                    continue
-                scheduled = list(out.scheduled_spec_decode_tokens.get(rid, ()))
-                m = min(accept(rid, step), len(scheduled))
-                counter += 1
-                tokens = [t if t >= 0 else 500 + i for i, t in enumerate(scheduled[:m])]
-                sampled[rid] = [*tokens, 300 + counter % 50]
+            if not self.sched.has_requests() and not in_flight:
+                return
+            if self.sched.has_requests() and (steps is None or step < steps):
+                out = self.schedule()
+                in_flight.append((out, self.model(out, accept, step)))
+            if not in_flight:
+                continue
+            if len(in_flight) < (2 if overlap else 1) and self.sched.has_requests():
+                continue
+            out, sampled = in_flight.pop(0)
+            self.stale |= {
+                rid
+                for rid in out.num_scheduled_tokens
+                if rid in self.sched.requests
+                and getattr(self.sched.requests[rid], "num_stale_output_tokens", 0) > 0
+            }
             self.finish(out, sampled)
             if drafts:
                 running = [r for r in out.num_scheduled_tokens if r in self.sched.requests]

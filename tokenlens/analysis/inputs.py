@@ -362,7 +362,7 @@ def _partial(run: Run, allowed: bool) -> str | None:
 
 def _unreconciled(run: Run, allowed: bool) -> str | None:
     assert run.events is not None
-    problems = reconcile(run.events, run.metrics)
+    problems = reconcile(run.events, run.metrics, run.empty_steps)
     recorded = run.manifest.get("reconciliation") or {}
     if not problems and recorded.get("exact") is False:
         differences = recorded.get("differences")

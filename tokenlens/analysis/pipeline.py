@@ -139,7 +139,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
         if run.events is not None:
-            counted = reconciliation(run.events, run.metrics)
+            counted = reconciliation(run.events, run.metrics, run.empty_steps)
             problems, derived = counted.problems, counted.events.to_json()
         replayed = run.manifest.get("replayed_from")
         infos.append(

@@ -45,11 +45,22 @@ EVENTS_SCHEMA = pa.schema(
         ("output_index", pa.int64()),
     ]
 )
-# Columns added later (absent in older runs: read as null). ``filler``: the draft was
-# not proposed by the drafter but filled in by vLLM (Model Runner V2's n-gram repeats the
-# last token where it has no match; :mod:`tokenlens.capture.filler`); null where the
-# runner never fills.
-EVENTS_OPTIONAL = pa.schema([("filler", pa.bool_())])
+# Columns added after run directories were first written: readers of older directories
+# get them null-filled (:func:`tokenlens.rundir.read_run`).
+EVENTS_OPTIONAL = pa.schema(
+    [
+        # How many drafts vLLM scheduled for this request in this step, grammar-invalidated
+        # ones included: k, which varies per step under vLLM's dynamic speculative
+        # decoding (num_speculative_tokens_per_batch_size). Null: not recorded.
+        ("k", pa.int64()),
+        # The draft was not proposed by a drafter but filled in by vLLM (Model Runner
+        # V2's n-gram repeats the last token where it has no match;
+        # :mod:`tokenlens.capture.filler`); null where the runner never fills.
+        ("filler", pa.bool_()),
+    ]
+)
+# What the capture writes; ``filler`` is added afterwards, where a fill rule applies.
+EVENTS_WRITE_SCHEMA = pa.schema([*EVENTS_SCHEMA, EVENTS_OPTIONAL.field("k")])
 RUNNER_DRAFTS_GLOB = "drafts-*.jsonl"
 
 
@@ -94,9 +105,15 @@ def run_request_id(engine_id: str, id_map: dict[str, str]) -> str:
 class Capture:
     """Everything recorded: events per the contract, and outputs rebuilt from steps."""
 
-    rows: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in EVENTS_SCHEMA.names})
+    rows: dict[str, list[Any]] = field(
+        default_factory=lambda: {k: [] for k in EVENTS_WRITE_SCHEMA.names}
+    )
     outputs: dict[str, list[int]] = field(default_factory=dict)
     gaps: list[str] = field(default_factory=list)
+    # Verification steps vLLM counted whose drafts were all invalidated by a grammar
+    # (structured output): a draft to vLLM (num_drafts + 1) with no draft token, so
+    # no event row. (run request id, step), in the order recorded.
+    empty_steps: list[tuple[str, int]] = field(default_factory=list)
     # The hook's self-timing per step line: (hook s on the scheduler thread, wall s since
     # the previous line or None for a process's first line, writer-thread s or None).
     timing: list[tuple[float, float | None, float | None]] = field(default_factory=list)
@@ -115,7 +132,7 @@ class Capture:
     )
 
     def table(self) -> pa.Table:
-        return pa.table(self.rows, schema=EVENTS_SCHEMA)
+        return pa.table(self.rows, schema=EVENTS_WRITE_SCHEMA)
 
 
 def _add_output(capture: Capture, rid: str, base: int, tokens: list[int]) -> None:
@@ -178,6 +195,8 @@ def _add_events(
             elif found is not None:
                 capture.draft_ids["disagreements"] += 1
     rows = capture.rows
+    if judged_rows <= 0:
+        capture.empty_steps.append((rid, step))
     for pos in range(judged_rows):
         is_accepted = pos < accepted
         emitted = generated[pos] if pos <= accepted and pos < len(generated) else None
@@ -189,6 +208,7 @@ def _add_events(
         rows["accepted"].append(is_accepted)
         rows["emitted_token_id"].append(emitted)
         rows["output_index"].append(index)
+        rows["k"].append(len(drafts))
 
 
 def build_capture(

@@ -30,10 +30,12 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import itertools
 import logging
 import os
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +164,7 @@ def check_running() -> tuple[Any, SurfaceReport, Tier]:
     live = live_problems(Scheduler)
     if live:
         extra = Assumption("live scheduler classes", False, "; ".join(live))
-        report = SurfaceReport(version, (*report.assumptions, extra), None, report.parts)
+        report = replace(report, assumptions=(*report.assumptions, extra), fingerprint=None)
     return Scheduler, report, tier_for(version, report)
 
 
@@ -186,7 +188,7 @@ def install(directory: str) -> str | None:
         return None  # plugins load more than once per process
     if tier.name == UNTESTED:
         _vllm_logger().warning("tokenlens: tracing an untested vLLM: %s", tier.note)
-    hook = _Hook(StepRecorder(directory), _info(report, tier))
+    hook = _Hook(StepRecorder(directory), _info(report, tier), report.request_index)
     for cls in [scheduler_cls, *_all_subclasses(scheduler_cls)]:
         hook.adopt(cls)
     _watch_subclasses(scheduler_cls, hook)
@@ -246,9 +248,14 @@ def flush() -> None:
 class _Hook:
     """Per-process state: the recorder, the step being reconciled, the hook's own cost."""
 
-    def __init__(self, recorder: StepRecorder, info: dict[str, Any]) -> None:
+    def __init__(
+        self, recorder: StepRecorder, info: dict[str, Any], index: str | None = None
+    ) -> None:
         self.recorder = recorder
         self.info = info
+        # How vLLM's update_from_output finds a request's sampled tokens: by the
+        # ``req_id_to_index`` dict (to 0.33) or by position in ``req_ids`` (0.34).
+        self.by_position = index == "req_ids"
         self.enabled = True
         self.failed: str | None = None
         self.seen_scheduler = False
@@ -378,7 +385,12 @@ class _Hook:
         step: dict[str, dict[str, Any]] = {}
         if sampled is not None and len(sampled):
             requests = sched.requests
-            for req_id, index in model_runner_output.req_id_to_index.items():
+            pairs: Any = (
+                zip(model_runner_output.req_ids, itertools.count())
+                if self.by_position
+                else model_runner_output.req_id_to_index.items()
+            )
+            for req_id, index in pairs:
                 request = requests.get(req_id)
                 if request is None or index >= len(sampled):
                     continue
@@ -470,6 +482,9 @@ def _scheduler_info(sched: Any) -> dict[str, Any]:
         "async_scheduling": is_async,
         "num_spec_tokens": int(getattr(sched, "num_spec_tokens", 0) or 0),
         "per_request_metrics": getattr(sched, "spec_decode_metrics_level", None),
+        # 1 for generation; 0 for pooling and diffusion (vLLM 0.32+): no correction or
+        # bonus token after the accepted drafts, so the first rejected position emits none.
+        "num_sampled_tokens_per_step": getattr(sched, "num_sampled_tokens_per_step", None),
         "engine": _engine_facts(sched),
     }
 

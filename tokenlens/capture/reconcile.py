@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,10 +12,16 @@ import pyarrow.compute as pc
 from tokenlens.engine.results import SpecCounters
 
 
-def counters_from_events(events: pa.Table) -> SpecCounters:
-    """What vLLM's counters would be if they were computed from these events."""
+def counters_from_events(events: pa.Table, empty_steps: int = 0) -> SpecCounters:
+    """What vLLM's counters would be if they were computed from these events.
+
+    ``empty_steps``: verification steps vLLM counted that have no event row (every
+    draft invalidated by a grammar: :attr:`tokenlens.capture.events.Capture.empty_steps`,
+    the manifest's ``capture.steps_without_draft_tokens``). vLLM counts each as a draft
+    with no draft token, so they add to ``num_drafts`` only.
+    """
     if events.num_rows == 0:
-        return SpecCounters()
+        return SpecCounters(num_drafts=empty_steps)
     accepted = events.filter(pc.field("accepted"))
     per_pos: list[int] = []
     if accepted.num_rows:
@@ -25,7 +32,7 @@ def counters_from_events(events: pa.Table) -> SpecCounters:
             per_pos[int(c["values"])] = int(c["counts"])
     steps = events.group_by(["request_id", "step"]).aggregate([]).num_rows
     return SpecCounters(
-        num_drafts=steps,
+        num_drafts=steps + empty_steps,
         num_draft_tokens=events.num_rows,
         num_accepted_tokens=accepted.num_rows,
         accepted_per_position=tuple(per_pos),
@@ -53,9 +60,9 @@ class Reconciliation:
         return not self.problems
 
 
-def reconciliation(events: pa.Table, vllm: SpecCounters) -> Reconciliation:
+def reconciliation(events: pa.Table, vllm: SpecCounters, empty_steps: int = 0) -> Reconciliation:
     """Compare the events with vLLM's counters (every field, per position too)."""
-    derived = counters_from_events(events)
+    derived = counters_from_events(events, empty_steps)
     difference = derived - vllm
     width = len(difference.accepted_per_position)
     ours, theirs = derived.padded(width), vllm.padded(width)
@@ -72,14 +79,22 @@ def reconciliation(events: pa.Table, vllm: SpecCounters) -> Reconciliation:
     return Reconciliation(ours, vllm, difference, problems)
 
 
-def reconcile(events: pa.Table, vllm: SpecCounters) -> list[str]:
+def reconcile(events: pa.Table, vllm: SpecCounters, empty_steps: int = 0) -> list[str]:
     """Differences between events and vLLM's counters (empty list: exact match)."""
-    return reconciliation(events, vllm).problems
+    return reconciliation(events, vllm, empty_steps).problems
 
 
-def per_step_counts(events: pa.Table) -> dict[str, tuple[list[int], list[int]]]:
-    """Request -> (accepted drafts per step, drafts per step), in step order."""
+def per_step_counts(
+    events: pa.Table, empty: Iterable[tuple[str, int]] = ()
+) -> dict[str, tuple[list[int], list[int]]]:
+    """Request -> (accepted drafts per step, drafts per step), in step order.
+
+    ``empty``: (request, step) of counted steps without event rows (no counted draft
+    token), which vLLM's per-request metrics list as 0 accepted of 0 drafted.
+    """
     out: dict[str, dict[int, list[int]]] = {}
+    for rid, step in empty:
+        out.setdefault(rid, {})[step] = [0, 0]
     cols = events.select(["request_id", "step", "accepted"]).to_pydict()
     for rid, step, accepted in zip(cols["request_id"], cols["step"], cols["accepted"], strict=True):
         counts = out.setdefault(rid, {}).setdefault(step, [0, 0])
@@ -91,7 +106,9 @@ def per_step_counts(events: pa.Table) -> dict[str, tuple[list[int], list[int]]]:
     }
 
 
-def reconcile_per_request(events: pa.Table, reported: dict[str, dict[str, Any]]) -> list[str]:
+def reconcile_per_request(
+    events: pa.Table, reported: dict[str, dict[str, Any]], empty: Iterable[tuple[str, int]] = ()
+) -> list[str]:
     """Differences between each request's events and vLLM's per-request spec-decode metrics.
 
     ``reported`` maps run request ids to vLLM's ``RequestSpecDecodeMetrics.to_dict()``
@@ -99,7 +116,7 @@ def reconcile_per_request(events: pa.Table, reported: dict[str, dict[str, Any]])
     per-step accepted/proposed counts must equal the events step by step; with
     ``summary`` only the request's totals can be compared.
     """
-    ours = per_step_counts(events)
+    ours = per_step_counts(events, empty)
     problems = []
     for rid in sorted(reported):
         metrics = reported[rid]
@@ -124,12 +141,14 @@ def reconcile_per_request(events: pa.Table, reported: dict[str, dict[str, Any]])
     return problems
 
 
-def per_request_summary(events: pa.Table, reported: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def per_request_summary(
+    events: pa.Table, reported: dict[str, dict[str, Any]], empty: Iterable[tuple[str, int]] = ()
+) -> dict[str, Any]:
     """The manifest's ``per_request_reconciliation`` (next to ``reconciliation``)."""
     if not reported:
         return {"available": False, "requests": 0, "exact": None, "differences": []}
     detailed = all("per_step_accepted" in m for m in reported.values() if m.get("num_spec_steps"))
-    problems = reconcile_per_request(events, reported)
+    problems = reconcile_per_request(events, reported, empty)
     return {
         "available": True,
         "level": "detailed" if detailed else "summary",

@@ -111,6 +111,19 @@ def draft_id_summary(directory: Path, capture: Capture, events: pa.Table | None)
     return out
 
 
+def empty_steps_json(empty: list[tuple[str, int]]) -> dict[str, Any]:
+    """The manifest's ``capture.steps_without_draft_tokens``: vLLM counted these steps
+    (``num_drafts``) but every draft was invalidated by a grammar, so they have no row."""
+    return {"count": len(empty), "steps": [[rid, step] for rid, step in empty]}
+
+
+def empty_step_count(manifest: dict[str, Any]) -> int:
+    """How many counted steps of a run have no event row (0 for runs written before)."""
+    capture = manifest.get("capture")
+    empty = capture.get("steps_without_draft_tokens") if isinstance(capture, dict) else None
+    return int(empty.get("count") or 0) if isinstance(empty, dict) else 0
+
+
 def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) -> dict[str, Any]:
     """The manifest's ``capture`` object (see docs/formats.md)."""
     statuses = read_statuses(directory)
@@ -137,10 +150,12 @@ def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) 
         "scheduler_class": first.get("scheduler_class"),
         "async_scheduling": first.get("async_scheduling"),
         "per_request_metrics": first.get("per_request_metrics"),
+        "num_sampled_tokens_per_step": first.get("num_sampled_tokens_per_step"),
         "engine_processes": len(seen),
         "placeholder_drafts": placeholder_stats(events),
         "draft_ids": draft_id_summary(directory, capture, events),
         "filler_drafts": capture.fillers,
+        "steps_without_draft_tokens": empty_steps_json(capture.empty_steps),
         "hook": hook_cost(capture),
     }
 
@@ -192,7 +207,9 @@ def record_capture(
     engine reported them (``--per-request-spec-decode-metrics``).
     """
     summary = capture_summary(directory, capture, events)
-    per_request = per_request_summary(events, reported) if events is not None else {}
+    per_request = (
+        per_request_summary(events, reported, capture.empty_steps) if events is not None else {}
+    )
     problem = capture_problem(summary, drafts_counted)
     if problem is None and per_request.get("exact") is False:
         problem = f"events differ from vLLM's per-request metrics ({per_request['differences'][0]})"

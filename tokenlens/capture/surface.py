@@ -47,6 +47,8 @@ STATS_PARAMS = (
     "request_id",
 )
 HOOKED = ("update_from_output", "make_spec_decoding_stats")
+# Fields of ModelRunnerOutput that map a request id to its row, in order of preference.
+INDEX_FIELDS = ("req_id_to_index", "req_ids")
 
 Reader = Callable[[str], str | None]
 
@@ -70,6 +72,8 @@ class SurfaceReport:
     assumptions: tuple[Assumption, ...]
     fingerprint: str | None
     parts: dict[str, str] = field(default_factory=dict)  # part -> sha256 (what changed)
+    # Which ModelRunnerOutput field update_from_output indexes requests by (INDEX_FIELDS).
+    request_index: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -88,6 +92,7 @@ class SurfaceReport:
             "version": self.version,
             "ok": self.ok,
             "fingerprint": self.fingerprint,
+            "request_index": self.request_index,
             "parts": self.parts,
             "assumptions": [
                 {"name": a.name, "holds": a.holds, "required": a.required, "detail": a.detail}
@@ -268,10 +273,20 @@ def _attrs_read(fn: ast.AST) -> set[str]:
     return {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
 
 
+def request_index(read: set[str]) -> str | None:
+    """The ``ModelRunnerOutput`` field ``update_from_output`` finds a request's row by.
+
+    ``req_id_to_index`` (a dict) up to vLLM 0.33; 0.34 dropped it and enumerates
+    ``req_ids`` (the worker's batch order). The first one the method reads wins.
+    """
+    return next((name for name in INDEX_FIELDS if name in read), None)
+
+
 # -- the check ----------------------------------------------------------------------
 class _Checker:
     def __init__(self, read: Reader) -> None:
         self.read = read
+        self.index: str | None = None  # which field update_from_output indexes by
         self.assumptions: list[Assumption] = []
         self.parts: dict[str, str] = {}
         self._trees: dict[str, ast.Module | None] = {}
@@ -335,11 +350,14 @@ class _Checker:
             else f"{len(calls)} call(s), none with request_id=",
         )
         read = _attrs_read(fn)
-        want = {"scheduled_spec_decode_tokens", "sampled_token_ids", "req_id_to_index"}
+        self.index = request_index(read)
+        want = {"scheduled_spec_decode_tokens", "sampled_token_ids"}
+        found = want <= read and self.index is not None
+        missing = sorted(want - read) + ([] if self.index else [" or ".join(INDEX_FIELDS)])
         self.add(
             "update_from_output reads the drafts and the sampled tokens",
-            want <= read,
-            ", ".join(sorted(want)) if want <= read else f"missing {sorted(want - read)}",
+            found,
+            ", ".join(sorted(want | {str(self.index)})) if found else f"missing {missing}",
         )
         block = _spec_block(fn)
         self.add(
@@ -375,13 +393,15 @@ class _Checker:
         self.part("SpecDecodingStats.fields", json.dumps(sorted(_fields(stats))))
 
     def _fields(self, sched: ast.ClassDef | None) -> None:
+        # The request index is whichever field update_from_output reads (0.34: req_ids).
+        index = {self.index or INDEX_FIELDS[0]}
         checks = (
             (
                 SCHED_OUTPUT,
                 "SchedulerOutput",
                 {"scheduled_spec_decode_tokens", "num_invalid_spec_tokens"},
             ),
-            (RUNNER_OUTPUT, "ModelRunnerOutput", {"sampled_token_ids", "req_id_to_index"}),
+            (RUNNER_OUTPUT, "ModelRunnerOutput", {"sampled_token_ids", *index}),
         )
         for rel, cls_name, want in checks:
             tree = self.tree(rel)
@@ -454,6 +474,7 @@ def check_sources(read: Reader, version: str | None = None) -> SurfaceReport:
         assumptions=tuple(checker.assumptions),
         fingerprint=fingerprint,
         parts=parts,
+        request_index=checker.index,
     )
 
 
