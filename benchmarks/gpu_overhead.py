@@ -140,7 +140,7 @@ def main() -> None:
         gpu_memory_utilization=0.5,
         seed=0,
         disable_log_stats=False,
-        speculative_config=spec,
+        speculative_config=dict(spec),  # vLLM fills in the dict it is given
     )
     config = llm.llm_engine.vllm_config
     facts = {
