@@ -282,6 +282,9 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         for path in traces.values():
             if path.name in by_name:  # a trace and the replay of the same method and k
                 checks.append(replay_check(path, by_name[path.name]))
+        from tokenlens.replay.trust import vouch
+
+        vouch(runs, list(traces.values()))  # replay_check in each replayed manifest
         (config.out / "replay").mkdir(parents=True, exist_ok=True)
         (config.out / "replay" / "check.json").write_text(
             json.dumps(checks, indent=1) + "\n", encoding="utf-8"

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenlens.capture.events import EVENTS_OPTIONAL, EVENTS_SCHEMA, Capture, build_capture
+from tokenlens.capture.filler import filler_rule, mark_fillers
 from tokenlens.capture.reconcile import counters_from_events, reconcile
 from tokenlens.capture.summary import empty_step_count, record_capture
 from tokenlens.engine.results import GeneratedRequest, SpecCounters
@@ -305,7 +306,7 @@ def finalize(
     recorded: Capture | None = None
     if capture is not None:
         recorded = build_capture(capture, id_map=id_map, keep=keep)
-        events = recorded.table()
+        events, recorded.fillers = mark_fillers(recorded.table(), requests, filler_rule(capture))
     problems: list[str] = []
     if events is not None:
         write_events(writer.path, events)

@@ -7,6 +7,19 @@ Only judged rows carry the classes of the token that came out at their position;
 positions after the first rejection were never compared, so they have no class and
 count only in the per-position and all-rows (vLLM) figures.
 
+Two kinds of rows are kept for vLLM's counts but never read as tokens:
+
+- **Unknown draft ids** (``draft_token_id`` -1: placeholders the capture could not
+  replace, manifest ``capture.draft_ids``). Such a row keeps its verdict and its emitted
+  token, so it still counts where rows are classed by the token that *came out*; every
+  figure about the *drafted* token (``draft_text``, the draft's rank in the target's
+  top-k) leaves it out (``draft_known`` false), and -1 is never looked up as a token.
+- **Filler drafts** (``filler``: Model Runner V2's n-gram repeats the last token where
+  it has no match, :mod:`tokenlens.capture.filler`). No drafter proposed them and V1's
+  n-gram would not have drafted there, so they are not *judged*: they count in the
+  all-row and per-position figures (as vLLM counts them), not in the judged-row
+  estimates and breakdowns.
+
 Target confidence comes from the requests' top-k logprobs at the row's output index,
 i.e. the target's distribution for that slot, whether the draft was accepted or not.
 
@@ -125,6 +138,11 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
     )
     emitted = _nullable_int(ev.column("emitted_token_id"))
     draft = ev.column("draft_token_id").to_numpy(zero_copy_only=False).astype(np.int64)
+    filler = (
+        ev.column("filler").fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+        if "filler" in ev.column_names
+        else np.zeros(ev.num_rows, dtype=bool)
+    )
     frame = pd.DataFrame(
         {
             "run": label,
@@ -137,10 +155,12 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
             "step": ev.column("step").to_numpy(),
             "position": ev.column("position").to_numpy(),
             "draft_token_id": draft,
+            "draft_known": draft >= 0,
+            "filler": filler,
             "accepted": ev.column("accepted").to_numpy(zero_copy_only=False).astype(bool),
             "emitted_token_id": masked_int(emitted, emitted < 0),
             "output_index": masked_int(out_idx, ~has_out),
-            "judged": emitted >= 0,
+            "judged": (emitted >= 0) & ~filler,
         }
     )
     frame["emitted_mismatch"] = (

@@ -41,10 +41,19 @@ from tokenlens.analysis.join import join_run, output_texts
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
-from tokenlens.analysis.verdicts import FREE, TRAINED, Rules, compute_parts, decide, families
+from tokenlens.analysis.verdicts import (
+    FREE,
+    INCONCLUSIVE,
+    TRAINED,
+    Rules,
+    compute_parts,
+    decide,
+    families,
+)
 from tokenlens.capture.reconcile import reconciliation
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
+from tokenlens.replay.trust import unvouched
 from tokenlens.rundir import read_run, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
 
@@ -102,6 +111,8 @@ class RunInfo:
     metrics: dict[str, Any]
     reconciliation: dict[str, Any] | None = None
     replayed_from: str | None = None
+    # Why no verdict may rest on this run (an approximate replay nothing vouches for).
+    unvouched: str | None = None
 
 
 def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeResult:
@@ -146,6 +157,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
                     "events": derived,
                 },
                 replayed_from=str(replayed) if replayed else None,
+                unvouched=unvouched(run.manifest),
             )
         )
         progress.advance()
@@ -254,10 +266,31 @@ def summarize(
     out["families"] = parts.families
     out["h2_contrast"] = parts.contrast
     out["gap"] = _gap_section(frame, rs, judged, config)
-    out["hypotheses"] = decide(frame, rs, rules, parts)
+    out["hypotheses"] = refuse_unvouched(decide(frame, rs, rules, parts), infos)
     out["runs"] = [
         _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
+    return out
+
+
+def refuse_unvouched(hypotheses: dict[str, Any], infos: Sequence[RunInfo]) -> dict[str, Any]:
+    """No verdict from approximate replays that no check trace vouches for
+    (:mod:`tokenlens.replay.trust`): each hypothesis becomes inconclusive, says why, and
+    keeps its figures."""
+    reasons = [f"{info.label}: {info.unvouched}" for info in infos if info.unvouched]
+    if not reasons:
+        return hypotheses
+    out = {}
+    for name, h in hypotheses.items():
+        out[name] = {
+            **h,
+            "verdict": INCONCLUSIVE,
+            "refused": reasons,
+            "evidence": (
+                f"No verdict: {len(reasons)} analysed run(s) are approximate replays that "
+                f"no check trace vouches for ({reasons[0]}). {h.get('evidence', '')}"
+            ).strip(),
+        }
     return out
 
 

@@ -7,6 +7,13 @@ sampled tokens (accepted drafts + one correction or bonus), ``n`` how many of ``
 vLLM appended (fewer when a stop condition cut the step short), and, when vLLM counted
 a verification step, ``d`` the scheduled drafts, ``a`` the accepted count and ``i``
 the drafts invalidated by a grammar (excluded from vLLM's counts, so from ours).
+
+Where the scheduler saw ``-1`` placeholders, the model runner's ``drafts-*.jsonl``
+(:mod:`tokenlens.capture.runner_drafts`, Model Runner V2) may hold the real ids of the
+same step, keyed by the same ``(r, b)``. They replace the placeholders only if every
+accepted draft equals the token that came out (and every id the scheduler did see
+agrees); a step that fails the check keeps its ``-1``s and is counted in
+``Capture.draft_ids["disagreements"]``.
 """
 
 from __future__ import annotations
@@ -38,17 +45,23 @@ EVENTS_SCHEMA = pa.schema(
         ("output_index", pa.int64()),
     ]
 )
-# Columns added after run directories were first written: writers always write them,
-# readers of older directories get them null-filled (:func:`tokenlens.rundir.read_run`).
+# Columns added after run directories were first written: readers of older directories
+# get them null-filled (:func:`tokenlens.rundir.read_run`).
 EVENTS_OPTIONAL = pa.schema(
     [
         # How many drafts vLLM scheduled for this request in this step, grammar-invalidated
         # ones included: k, which varies per step under vLLM's dynamic speculative
         # decoding (num_speculative_tokens_per_batch_size). Null: not recorded.
         ("k", pa.int64()),
+        # The draft was not proposed by a drafter but filled in by vLLM (Model Runner
+        # V2's n-gram repeats the last token where it has no match;
+        # :mod:`tokenlens.capture.filler`); null where the runner never fills.
+        ("filler", pa.bool_()),
     ]
 )
-EVENTS_WRITE_SCHEMA = pa.schema([*EVENTS_SCHEMA, *EVENTS_OPTIONAL])
+# What the capture writes; ``filler`` is added afterwards, where a fill rule applies.
+EVENTS_WRITE_SCHEMA = pa.schema([*EVENTS_SCHEMA, EVENTS_OPTIONAL.field("k")])
+RUNNER_DRAFTS_GLOB = "drafts-*.jsonl"
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -104,6 +117,19 @@ class Capture:
     # The hook's self-timing per step line: (hook s on the scheduler thread, wall s since
     # the previous line or None for a process's first line, writer-thread s or None).
     timing: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+    # Draft ids: event rows whose id the scheduler saw as -1 ("placeholders"), how many
+    # of them the model runner's records supplied ("recovered"), steps whose runner
+    # record contradicted the scheduler's verdicts ("disagreements"), runner records.
+    # The manifest's ``capture.filler_drafts`` (set by :func:`.filler.mark_fillers`).
+    fillers: dict[str, Any] | None = None
+    draft_ids: dict[str, int] = field(
+        default_factory=lambda: {
+            "placeholders": 0,
+            "recovered": 0,
+            "disagreements": 0,
+            "runner_records": 0,
+        }
+    )
 
     def table(self) -> pa.Table:
         return pa.table(self.rows, schema=EVENTS_WRITE_SCHEMA)
@@ -118,14 +144,60 @@ def _add_output(capture: Capture, rid: str, base: int, tokens: list[int]) -> Non
     out.extend(tokens)
 
 
-def _add_events(capture: Capture, rid: str, step: int, rec: dict[str, Any]) -> None:
+def load_runner_drafts(directory: Path) -> dict[tuple[str, int], list[int]]:
+    """``(engine request id, b) -> drafts`` from the model runner's files (last one wins:
+    a step vLLM re-ran after a preemption replaces the stale one)."""
+    out: dict[tuple[str, int], list[int]] = {}
+    for path in sorted(directory.glob(RUNNER_DRAFTS_GLOB)):
+        for line in read_jsonl(path):
+            for rec in line["reqs"]:
+                out[(rec["r"], rec["b"])] = rec["d"]
+    return out
+
+
+def recover_drafts(rec: dict[str, Any], runner: list[int] | None) -> list[int] | None:
+    """The step's drafts with the runner's ids in place of ``-1``, if they fit its verdicts.
+
+    Fits: the runner has at least as many drafts, agrees with every id the scheduler
+    saw, and every accepted draft equals the token that came out there.
+    """
+    drafts, generated = rec["d"], rec["g"]
+    if runner is None or len(runner) < len(drafts):
+        return None
+    merged = [r if d < 0 else d for d, r in zip(drafts, runner, strict=False)]
+    if any(d >= 0 and d != r for d, r in zip(drafts, runner, strict=False)):
+        return None
+    accepted = min(rec["a"], len(generated))
+    if any(merged[pos] != generated[pos] for pos in range(accepted)):
+        return None
+    return merged
+
+
+def _add_events(
+    capture: Capture,
+    rid: str,
+    step: int,
+    rec: dict[str, Any],
+    runner: dict[tuple[str, int], list[int]] | None = None,
+) -> None:
     drafts, generated, accepted = rec["d"], rec["g"], rec["a"]
     base, kept = rec.get("b"), rec.get("n", 0)
+    judged_rows = len(drafts) - rec.get("i", 0)
+    placeholders = sum(1 for d in drafts[:judged_rows] if d < 0)
+    if placeholders:
+        capture.draft_ids["placeholders"] += placeholders
+        if runner:
+            found = runner.get((rec["r"], base)) if base is not None else None
+            merged = recover_drafts(rec, found)
+            if merged is not None:
+                drafts = merged
+                capture.draft_ids["recovered"] += placeholders
+            elif found is not None:
+                capture.draft_ids["disagreements"] += 1
     rows = capture.rows
-    counted = len(drafts) - rec.get("i", 0)
-    if counted <= 0:
+    if judged_rows <= 0:
         capture.empty_steps.append((rid, step))
-    for pos in range(counted):
+    for pos in range(judged_rows):
         is_accepted = pos < accepted
         emitted = generated[pos] if pos <= accepted and pos < len(generated) else None
         index = base + pos if emitted is not None and base is not None and pos < kept else None
@@ -150,6 +222,8 @@ def build_capture(
     """
     id_map = load_id_map(directory) if id_map is None else id_map
     capture = Capture()
+    runner = load_runner_drafts(directory)
+    capture.draft_ids["runner_records"] = len(runner)
     steps: dict[str, int] = {}
     for path in step_files(directory):
         for line in read_jsonl(path):
@@ -162,6 +236,6 @@ def build_capture(
                 if rec.get("n") and rec.get("b") is not None:
                     _add_output(capture, rid, rec["b"], rec["g"][: rec["n"]])
                 if "d" in rec:
-                    _add_events(capture, rid, steps.get(rid, 0), rec)
+                    _add_events(capture, rid, steps.get(rid, 0), rec, runner)
                     steps[rid] = steps.get(rid, 0) + 1
     return capture

@@ -77,6 +77,18 @@ def register() -> None:
         problem = f"{type(exc).__name__}: {exc}"
     if problem is not None:
         _vllm_logger().error("tokenlens: tracing disabled, vLLM left untouched: %s", problem)
+        return
+    _install_runner_hook(directory)
+
+
+def _install_runner_hook(directory: str) -> None:
+    """Draft ids on the worker side, for Model Runner V2 (:mod:`.runner_drafts`)."""
+    try:
+        from tokenlens.capture.runner_drafts import install_when_imported
+
+        install_when_imported(directory)
+    except Exception as exc:  # never break vLLM start-up
+        _vllm_logger().error("tokenlens: draft-id capture not installed: %r", exc)
 
 
 def _vllm_logger() -> logging.Logger:
@@ -224,6 +236,9 @@ def uninstall() -> None:
     if _active is not None:
         _active.recorder.close()
     _active = None
+    from tokenlens.capture.runner_drafts import unpatch
+
+    unpatch()
 
 
 def flush() -> None:

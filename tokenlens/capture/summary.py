@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tokenlens.capture.events import Capture
 from tokenlens.capture.placeholders import placeholder_stats
@@ -22,11 +23,12 @@ from tokenlens.capture.reconcile import per_request_summary
 # States of a process's capture, worst last.
 OK_STATES = ("recording",)
 STATUS_GLOB = "capture-*.json"
+RUNNER_STATUS_GLOB = "runner-*.json"
 
 
-def read_statuses(directory: Path) -> list[dict[str, Any]]:
+def read_statuses(directory: Path, glob: str = STATUS_GLOB) -> list[dict[str, Any]]:
     out = []
-    for path in sorted(directory.glob(STATUS_GLOB)):
+    for path in sorted(directory.glob(glob)):
         try:
             out.append(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
@@ -59,6 +61,54 @@ def hook_cost(capture: Capture) -> dict[str, Any]:
         "median_step_share": statistics.median(h / w for h, w, _ in timed if w),
         "hook_us_per_step": 1e6 * hook / len(timed),
     }
+
+
+def draft_id_summary(directory: Path, capture: Capture, events: pa.Table | None) -> dict[str, Any]:
+    """The manifest's ``capture.draft_ids``: where the ids came from, how many are unknown.
+
+    ``source``: ``model_runner`` when the Model Runner V2 hook recorded (its ids replaced
+    the scheduler's placeholders), else ``scheduler``. ``unknown`` counts event rows
+    still -1 (``unknown_steps`` the steps with any); ``complete`` is true when none is.
+    ``problem`` says why ids could not be recovered where the runner hook refused or
+    failed. Analysis leaves rows with unknown ids out of every breakdown by the drafted
+    token (docs/analysis.md).
+    """
+    runners = read_statuses(directory, RUNNER_STATUS_GLOB)
+    recording = [r for r in runners if r.get("state") == "recording"]
+    bad = [r for r in runners if r.get("state") in ("refused", "failed")]
+    rows = events.num_rows if events is not None else 0
+    unknown = unknown_steps = 0
+    if events is not None and rows:
+        draft = events.column("draft_token_id").to_numpy()
+        unknown = int((draft < 0).sum())
+        if unknown:
+            mask = pc.less(events.column("draft_token_id"), 0)
+            hit = events.filter(mask).select(["request_id", "step"])
+            unknown_steps = len(set(zip(*(c.to_pylist() for c in hit.columns), strict=True)))
+    ids = capture.draft_ids
+    out: dict[str, Any] = {
+        "source": "model_runner" if recording else "scheduler",
+        "runner": (runners[0].get("runner") if runners else None),
+        "speculator_class": next(
+            (r.get("speculator_class") for r in recording if r.get("speculator_class")), None
+        ),
+        "placeholders": ids["placeholders"],
+        "recovered": ids["recovered"],
+        "disagreements": ids["disagreements"],
+        "unknown": unknown,
+        "unknown_share": unknown / rows if rows else None,
+        "unknown_steps": unknown_steps,
+        "complete": unknown == 0,
+        "problem": "; ".join(str(r.get("problem")) for r in bad) or None,
+    }
+    if not out["complete"] and out["problem"] is None:
+        out["problem"] = (
+            f"{ids['disagreements']} steps whose model-runner record contradicts the verdicts"
+            if ids["disagreements"]
+            else "the scheduler saw -1 placeholders (async scheduling on the V1 runner, or "
+            "padded waiting requests) and no model-runner record supplies them"
+        )
+    return out
 
 
 def empty_steps_json(empty: list[tuple[str, int]]) -> dict[str, Any]:
@@ -103,6 +153,8 @@ def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) 
         "num_sampled_tokens_per_step": first.get("num_sampled_tokens_per_step"),
         "engine_processes": len(seen),
         "placeholder_drafts": placeholder_stats(events),
+        "draft_ids": draft_id_summary(directory, capture, events),
+        "filler_drafts": capture.fillers,
         "steps_without_draft_tokens": empty_steps_json(capture.empty_steps),
         "hook": hook_cost(capture),
     }

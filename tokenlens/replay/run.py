@@ -46,6 +46,7 @@ from tokenlens.replay.steps import (
     Tokens,
     replay_request,
 )
+from tokenlens.replay.trust import exactness
 from tokenlens.rundir import RunWriter, finalize, now_iso
 from tokenlens.signature import make_signature, parse_signature
 from tokenlens.trace import model_identity
@@ -412,6 +413,7 @@ def run_replay(
         "max_model_len": mml,
         "max_model_len_recorded": source.max_model_len_recorded or config.max_model_len is not None,
         "dtype": dtype,
+        **exactness(dtype),
         "branch_drafts": config.branch_drafts,
     }
     if "ngram" in config.methods and "draft_model" not in config.methods:

@@ -1,0 +1,416 @@
+"""Draft token ids where vLLM's Model Runner V2 keeps them: the worker side.
+
+Under Model Runner V2 (``vllm.v1.worker.gpu.model_runner.GPUModelRunner``; the GPU
+default from vLLM 0.33, behind ``VLLM_USE_V2_MODEL_RUNNER=1`` before) the scheduler
+never sees a draft's token id, with async scheduling on *and off*: the runner keeps
+the proposals on the device (``req_states.draft_tokens``, one row of k per request),
+hands the scheduler ``[-1] * k`` (``DraftTokensHandler``; real ids only for
+structured-output requests), and builds the verification input from the device rows:
+``prepare_inputs`` calls ``combine_sampled_and_draft_tokens(..., req_states.draft_tokens,
+...)``, whose kernel copies the first ``n`` drafts of the request's row, ``n`` being the
+count the scheduler scheduled. So the drafts a step verifies are, at ``prepare_inputs``,
+``draft_tokens[row, :n]``.
+
+This hook wraps ``prepare_inputs``. After vLLM built the batch it queues, on the
+runner's stream, asynchronous copies of ``draft_tokens`` and ``total_len`` (the
+requests' prompt + output lengths; a few kB) to the host and an event after them; the
+writer thread waits for the event, picks the batch's rows and writes one line per step
+to ``drafts-<host>-<pid>.jsonl``::
+
+    {"seq": 3, "t": 1764453612.5, "reqs": [{"r": "0-3f2a9c1b", "b": 7, "d": [11, 12, 13]}]}
+
+``r`` the engine request id, ``b`` the output length before the step (``total_len -
+prompt_len``: where the step's tokens land, the same ``b`` the scheduler's hook writes),
+``d`` the drafts verified. :func:`tokenlens.capture.events.build_capture` joins them to
+the scheduler's verdicts on ``(r, b)`` and checks every accepted draft against the token
+that came out. Nothing waits for the device on the runner's thread.
+
+The module is patched when vLLM imports it (a post-import hook: no process that never
+loads the V2 runner pays for importing it). Before patching, the surface is checked on
+the live classes and their sources (fields, the call above, the kernel's prefix read,
+the request state's tensors); if it changed, one error line in vLLM's log and a status
+file say so, nothing is patched, and the run's manifest says its draft ids are not
+recoverable. Errors at run time stop this hook only, never vLLM.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import importlib.abc
+import importlib.machinery
+import inspect
+import logging
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from tokenlens.capture.recorder import StepRecorder, write_json_status
+
+RUNNER_MODULE = "vllm.v1.worker.gpu.model_runner"
+INPUT_BATCH_MODULE = "vllm.v1.worker.gpu.input_batch"
+STATES_MODULE = "vllm.v1.worker.gpu.states"
+NGRAM_MODULE = "vllm.v1.worker.gpu.spec_decode.ngram.speculator"
+DRAFTS_PREFIX = "drafts"
+STATUS_PREFIX = "runner"
+BATCH_FIELDS = ("req_ids", "num_reqs", "idx_mapping", "idx_mapping_np", "num_draft_tokens_per_req")
+STATE_TENSORS = ("draft_tokens", "prompt_len", "total_len")
+# The kernel line that makes the verified drafts a prefix of the request's row.
+PREFIX_READ = "draft_tokens_ptr+req_state_idx*draft_tokens_stride+block"
+# V2's n-gram speculator: slots without a match repeat the last sampled token.
+NGRAM_FILL = "tl.where(slot_valid,gathered,last_tok)"
+_PATCH_MARK = "__tokenlens_original__"
+PAUSE_FILE = "paused"  # the scheduler hook's (tokenlens.capture.plugin.PAUSE_FILE)
+PAUSE_CHECK_SECONDS = 0.5
+logger = logging.getLogger("tokenlens.capture")
+_active: RunnerHook | None = None
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _attr_chain(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def prepare_inputs_problem(fn: Callable[..., Any]) -> str | None:
+    """Whether ``prepare_inputs`` builds the verification input from ``req_states.draft_tokens``."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return "GPUModelRunner.prepare_inputs has no readable source"
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and _attr_chain(node.func).endswith("combine_sampled_and_draft_tokens")
+            and any(_attr_chain(a) == "self.req_states.draft_tokens" for a in node.args)
+        ):
+            return None
+    return (
+        "GPUModelRunner.prepare_inputs no longer passes self.req_states.draft_tokens to "
+        "combine_sampled_and_draft_tokens"
+    )
+
+
+def _fields(cls: type) -> set[str]:
+    if dataclasses.is_dataclass(cls):
+        return {f.name for f in dataclasses.fields(cls)}
+    return set(getattr(cls, "__annotations__", {}))
+
+
+def surface_problems(
+    runner_cls: type, batch_cls: type, state_cls: type, batch_module: ModuleType
+) -> list[str]:
+    """What breaks the assumptions above, on the live classes (empty: all hold)."""
+    problems = []
+    fn = runner_cls.__dict__.get("prepare_inputs")
+    if not callable(fn):
+        problems.append("GPUModelRunner.prepare_inputs is missing")
+    elif (why := prepare_inputs_problem(getattr(fn, _PATCH_MARK, fn))) is not None:
+        problems.append(why)
+    missing = [f for f in BATCH_FIELDS if f not in _fields(batch_cls)]
+    if missing:
+        problems.append(f"InputBatch lacks {', '.join(missing)}")
+    try:
+        state_src = _squash(inspect.getsource(state_cls))
+    except (OSError, TypeError):
+        state_src = ""
+    lacking = [t for t in STATE_TENSORS if f"self.{t}=" not in state_src]
+    if lacking:
+        problems.append(f"RequestState no longer sets {', '.join(lacking)}")
+    try:
+        batch_src = _squash(inspect.getsource(batch_module))
+    except (OSError, TypeError):
+        batch_src = ""
+    if PREFIX_READ not in batch_src:
+        problems.append(
+            "_combine_sampled_and_draft_tokens_kernel no longer reads a request's drafts "
+            "as a prefix of its draft_tokens row"
+        )
+    return problems
+
+
+def ngram_fill_holds() -> bool | None:
+    """Whether V2's n-gram speculator fills unmatched slots with the last sampled token."""
+    module = sys.modules.get(NGRAM_MODULE)
+    if module is None:
+        try:
+            module = importlib.import_module(NGRAM_MODULE)
+        except Exception:
+            return None
+    try:
+        return NGRAM_FILL in _squash(inspect.getsource(module))
+    except (OSError, TypeError):
+        return None
+
+
+class RunnerHook:
+    """Per-process state of the worker-side hook."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.recorder = StepRecorder(directory, prefix=DRAFTS_PREFIX)
+        self.enabled = True
+        self.checked_instance = False
+        self.writes = True
+        self.paused = False
+        self.next_pause_check = 0.0
+
+    def _paused(self) -> bool:
+        """The scheduler hook's pause file (``<trace dir>/paused``), looked up at most
+        every 0.5 s: benchmarks compare hooked and unhooked steps in one engine."""
+        now = time.monotonic()
+        if now >= self.next_pause_check:
+            self.next_pause_check = now + PAUSE_CHECK_SECONDS
+            self.paused = (self.directory / PAUSE_FILE).exists()
+        return self.paused
+
+    def status(self, data: dict[str, Any]) -> None:
+        write_json_status(self.directory, STATUS_PREFIX, data)
+
+    def refuse(self, problem: str) -> None:
+        self.enabled = False
+        self.status({"state": "refused", "problem": problem, "runner": "v2"})
+        _vllm_logger().error(
+            "tokenlens: draft ids under Model Runner V2 not recorded (surface changed): %s",
+            problem,
+        )
+
+    def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def prepare_inputs(runner: Any, *args: Any, **kwargs: Any) -> Any:
+            batch = original(runner, *args, **kwargs)
+            if self.enabled:
+                try:
+                    if not self.checked_instance:
+                        self._first_call(runner)
+                    if self.writes and self.enabled and not self._paused():
+                        self.observe(runner, batch)
+                except Exception as exc:  # never into vLLM
+                    self.enabled = False
+                    self.status({"state": "failed", "problem": repr(exc), "runner": "v2"})
+                    _vllm_logger().error("tokenlens: draft-id capture stopped: %r", exc)
+            return batch
+
+        setattr(prepare_inputs, _PATCH_MARK, original)
+        return prepare_inputs
+
+    def _first_call(self, runner: Any) -> None:
+        """Check the instance (tensors, rank) and say what this runner drafts with."""
+        self.checked_instance = True
+        states = getattr(runner, "req_states", None)
+        drafts: Any = getattr(states, "draft_tokens", None)
+        prompt_len = getattr(states, "prompt_len", None)
+        if getattr(drafts, "ndim", None) != 2 or not hasattr(prompt_len, "np"):
+            self.refuse("runner.req_states has no 2-D draft_tokens tensor or prompt_len.np")
+            return
+        if not hasattr(getattr(states, "total_len", None), "gpu"):
+            self.refuse("runner.req_states.total_len has no device tensor (.gpu)")
+            return
+        self.writes = _writes_for_engine(runner)
+        speculator = getattr(runner, "speculator", None)
+        info: dict[str, Any] = {
+            "state": "recording" if self.writes else "idle (not the first tensor-parallel rank)",
+            "runner": "v2",
+            "runner_class": f"{type(runner).__module__}.{type(runner).__qualname__}",
+            "speculator_class": (
+                f"{type(speculator).__module__}.{type(speculator).__qualname__}"
+                if speculator is not None
+                else None
+            ),
+            "k": int(drafts.shape[1]),
+        }
+        if speculator is not None and type(speculator).__module__ == NGRAM_MODULE:
+            holds = ngram_fill_holds()
+            info["filler"] = {
+                "rule": "ngram_gpu_last_token" if holds else None,
+                "problem": None if holds else "V2 n-gram fill rule not found in vLLM's source",
+                "min_n": int(getattr(speculator, "min_n", 0)),
+                "max_n": int(getattr(speculator, "max_n", 0)),
+                "k": int(getattr(speculator, "num_speculative_steps", drafts.shape[1])),
+                "max_model_len": int(getattr(speculator, "max_model_len", 0)),
+            }
+        self.status(info)
+
+    def observe(self, runner: Any, batch: Any) -> None:
+        """Queue the copy of this step's verified drafts; the writer thread resolves it."""
+        counts = batch.num_draft_tokens_per_req
+        if counts is None:
+            return
+        num_reqs = int(batch.num_reqs)
+        counts = counts[:num_reqs]
+        if not counts.any():
+            return
+        states = runner.req_states
+        # Two whole-tensor copies (a few kB) and an event: no gather kernel, nothing for
+        # the runner's thread to wait on; the rows are picked on the writer thread.
+        drafts = states.draft_tokens.to("cpu", non_blocking=True, copy=True)
+        total = states.total_len.gpu.to("cpu", non_blocking=True, copy=True)
+        fence = _fence(states.draft_tokens)
+        index = np.array(batch.idx_mapping_np[:num_reqs], copy=True)
+        prompt = states.prompt_len.np[index].copy()
+        req_ids = list(batch.req_ids[:num_reqs])
+        self.recorder.write_lazy(
+            functools.partial(resolve, fence, drafts, total, index, req_ids, counts.copy(), prompt)
+        )
+
+
+def resolve(
+    fence: Any,
+    drafts: Any,
+    total: Any,
+    index: Any,
+    req_ids: Sequence[str],
+    counts: Any,
+    prompt: Any,
+) -> list[dict[str, Any]]:
+    """The step's records once the copies landed (runs on the writer thread)."""
+    if fence is not None:
+        fence.synchronize()
+    rows = drafts.numpy()[index].tolist()
+    lengths = total.numpy()[index].tolist()
+    out = []
+    for i, req_id in enumerate(req_ids):
+        n = int(counts[i])
+        if n > 0:
+            out.append({"r": req_id, "b": int(lengths[i]) - int(prompt[i]), "d": rows[i][:n]})
+    return out
+
+
+def _fence(tensor: Any) -> Any:
+    """A CUDA event after the queued copy (None on a device whose copies are synchronous)."""
+    if getattr(tensor, "is_cuda", False):
+        import torch
+
+        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        event.record()
+        return event
+    return None
+
+
+def _writes_for_engine(runner: Any) -> bool:
+    """One writer per engine: the first tensor-parallel rank of the last pipeline stage."""
+    if not getattr(runner, "is_last_pp_rank", True):
+        return False
+    try:
+        from vllm.distributed import get_tensor_model_parallel_rank
+
+        return int(get_tensor_model_parallel_rank()) == 0
+    except Exception:
+        return True
+
+
+def _vllm_logger() -> logging.Logger:
+    try:
+        from vllm.logger import init_logger
+
+        return init_logger("tokenlens.capture")
+    except Exception:
+        return logger
+
+
+def patch_module(module: ModuleType, directory: str | Path) -> str | None:
+    """Check the V2 runner's surface and wrap ``prepare_inputs``; return why not, or None."""
+    global _active
+    runner_cls = getattr(module, "GPUModelRunner", None)
+    problem: str | None
+    if runner_cls is None:
+        problem = f"{RUNNER_MODULE} has no GPUModelRunner"
+    elif hasattr(runner_cls.__dict__.get("prepare_inputs"), _PATCH_MARK):
+        return None  # plugins load more than once per process
+    else:
+        batch_module = importlib.import_module(INPUT_BATCH_MODULE)
+        states_module = importlib.import_module(STATES_MODULE)
+        problems = surface_problems(
+            runner_cls,
+            getattr(batch_module, "InputBatch", object),
+            getattr(states_module, "RequestState", object),
+            batch_module,
+        )
+        problem = "; ".join(problems) if problems else None
+    hook = RunnerHook(directory)
+    if problem is not None:
+        hook.refuse(problem)
+        return problem
+    assert runner_cls is not None
+    runner_cls.prepare_inputs = hook.wrap(runner_cls.__dict__["prepare_inputs"])
+    _active = hook
+    return None
+
+
+def unpatch() -> None:
+    """Restore ``prepare_inputs`` (tests)."""
+    global _active
+    module = sys.modules.get(RUNNER_MODULE)
+    runner_cls = getattr(module, "GPUModelRunner", None)
+    fn = runner_cls.__dict__.get("prepare_inputs") if runner_cls is not None else None
+    if fn is not None and hasattr(fn, _PATCH_MARK):
+        runner_cls.prepare_inputs = getattr(fn, _PATCH_MARK)  # type: ignore[union-attr]
+    if _active is not None:
+        _active.recorder.close()
+    _active = None
+    for finder in [f for f in sys.meta_path if isinstance(f, _AfterImport)]:
+        sys.meta_path.remove(finder)
+
+
+def flush() -> None:
+    if _active is not None:
+        _active.recorder.flush()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``callback(module)`` right after ``name`` is first imported."""
+
+    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        sys.meta_path.remove(self)  # once
+        loader = spec.loader
+        original = loader.exec_module
+        callback = self.callback
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            callback(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def install_when_imported(directory: str | Path) -> None:
+    """Patch the V2 runner now if it is loaded, else as soon as vLLM imports it."""
+
+    def callback(module: ModuleType) -> None:
+        try:
+            patch_module(module, directory)
+        except Exception as exc:  # never break vLLM's import
+            _vllm_logger().error("tokenlens: draft-id capture not installed: %r", exc)
+
+    module = sys.modules.get(RUNNER_MODULE)
+    if module is not None:
+        callback(module)
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(RUNNER_MODULE, callback))
