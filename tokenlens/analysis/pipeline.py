@@ -44,6 +44,7 @@ from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import FREE, TRAINED, Rules, compute_parts, decide, families
 from tokenlens.capture.reconcile import reconciliation
 from tokenlens.errors import TokenlensError
+from tokenlens.format_version import ANALYSIS, stamp
 from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import read_run, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
@@ -227,6 +228,7 @@ def summarize(
     judged = row_mask(frame, "judged")
     parts = compute_parts(frame, rs, config.support)
     out: dict[str, Any] = {
+        **stamp(ANALYSIS),
         "signature": None,
         "tokenlens_version": __version__,
         "settings": {
