@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.cli.common import add_progress_flag, formatter, plan_file, progress_for, say
+from tokenlens.errors import TokenlensError
 
 HELP = """\
 Measure decoding speed for every case of a TOML plan: models x speculative methods
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         say(describe_plan(args.plan))
         return 0
     if args.out is None:
-        raise SystemExit("tokenlens bench: error: --out is required (see 'tokenlens bench --help')")
+        raise TokenlensError("--out is required unless --check (see 'tokenlens bench --help')")
     from tokenlens.bench.measure import BenchConfig, run_bench
     from tokenlens.report import write_bench_report
 
