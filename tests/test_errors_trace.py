@@ -355,6 +355,19 @@ def test_resume_names_the_option_the_user_typed(tmp_path: Path, typed: str) -> N
     assert ("--num-spec" in err) == (shown == "--num-spec")
 
 
+def test_a_partial_replay_is_not_resumed_as_a_trace(tmp_path: Path) -> None:
+    """Replays inherit their source's trace_config; resuming one would trace into it."""
+    run = killed_copy(tmp_path)
+    data = json.loads((run / "manifest.json").read_text())
+    data["replayed_from"] = data["signature"]
+    (run / "manifest.json").write_text(json.dumps(data))
+    status, _, err = cli(["trace", "--resume", str(run)])
+    assert_one_line_error(status, err, "it is a replay")
+    status, _, err = cli(["analyze", str(run), "--out", str(tmp_path / "out")])
+    assert_one_line_error(status, err, "partial run", "replay it again")
+    assert "--resume" not in err
+
+
 def test_a_bad_option_value_is_named_as_typed(tmp_path: Path) -> None:
     status, _, err = cli(trace_args(tmp_path / "run", "--k", "0"))
     assert_one_line_error(status, err, "argument --k:")

@@ -207,8 +207,10 @@ def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
 
 def resume_command(path: Path, manifest: dict[str, Any]) -> str | None:
     """The exact command that completes the partial run at ``path`` (None: none does)."""
-    resumable = isinstance(manifest.get("trace_config"), dict)
+    resumable = isinstance(manifest.get("trace_config"), dict)  # replays inherit one
     if not resumable or manifest.get("server") or "bench" in manifest:
+        return None
+    if manifest.get("replayed_from"):
         return None
     return f"tokenlens trace --resume {shlex.quote(str(path))}"
 

@@ -742,6 +742,8 @@ def _resumable_manifest(run: Path) -> dict[str, Any]:
         raise TokenlensError(f"cannot resume {run}: runs against `vllm serve` are not resumable")
     if "bench" in manifest:
         raise TokenlensError(f"cannot resume {run}: it is a bench case (use `bench` to resume)")
+    if manifest.get("replayed_from"):
+        raise TokenlensError(f"cannot resume {run}: it is a replay (replay it again)")
     if not isinstance(manifest.get("trace_config"), dict):
         raise TokenlensError(
             f"cannot resume {run}: it was written by a tokenlens without --resume "
