@@ -69,6 +69,7 @@ examples:
   tokenlens analyze runs/dm3 --out out/dm3 --draft-cost 0.3
   tokenlens analyze runs/dm* --out out/all --bench out/bench
   tokenlens analyze runs/crashed --out out/crashed --allow-partial
+  tokenlens analyze runs/qwen-1.5b runs/qwen-7b --out out/targets --compare model
 
 --draft-cost is the cost of one draft token relative to one target forward pass
 (the speed model's c); without it, --bench fits c from measured tok/s, else a
