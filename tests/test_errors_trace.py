@@ -50,7 +50,9 @@ class FakeEngine:
     then: Callable[[Path], None] | None = None
     started = 0
 
-    def __init__(self, config: EngineConfig, log_path: Any = None, **_: Any) -> None:
+    def __init__(
+        self, config: EngineConfig, log_path: Any = None, progress: Any = None, **_: Any
+    ) -> None:
         assert config.trace_dir is not None
         self.trace_dir = Path(config.trace_dir)
         self.info: dict[str, Any] = {"dtype": "torch.float32", "vllm_version": "0.32.0"}
@@ -90,12 +92,34 @@ class FakeEngine:
         return GenerationResult(requests, 1.0, counters_from_events(mine), "0.32.0")
 
 
+def replace_engine(monkeypatch: pytest.MonkeyPatch, replacement: Any) -> None:
+    """Every engine tokenlens.trace would start is ``replacement``: the module's name and
+    any function default that is vLLM's Engine (a backend passed as a parameter)."""
+    import inspect
+
+    import tokenlens.trace as trace
+    from tokenlens.engine.runner import Engine
+
+    monkeypatch.setattr(trace, "Engine", replacement)
+    for _, function in inspect.getmembers(trace, inspect.isfunction):
+        if function.__module__ != trace.__name__:
+            continue
+        if function.__defaults__ and any(d is Engine for d in function.__defaults__):
+            swapped = tuple(replacement if d is Engine else d for d in function.__defaults__)
+            monkeypatch.setattr(function, "__defaults__", swapped)
+        if function.__kwdefaults__ and Engine in function.__kwdefaults__.values():
+            swapped_kw = {
+                k: replacement if v is Engine else v for k, v in function.__kwdefaults__.items()
+            }
+            monkeypatch.setattr(function, "__kwdefaults__", swapped_kw)
+
+
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeEngine]]:
     """Every engine of tokenlens.trace is the fake; no model is resolved or tokenised."""
     import tokenlens.trace as trace
 
-    monkeypatch.setattr(trace, "Engine", FakeEngine)
+    replace_engine(monkeypatch, FakeEngine)
     monkeypatch.setattr(
         trace,
         "build_engine_config",
@@ -271,7 +295,7 @@ def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> None:
         raise AssertionError("an engine was started")
 
-    monkeypatch.setattr(trace, "Engine", refuse)
+    replace_engine(monkeypatch, refuse)
     monkeypatch.setattr(trace, "build_engine_config", refuse)
 
 
