@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from tokenlens.capture.reconcile import counters_from_events, reconcile
 from tokenlens.capture.summary import empty_step_count, record_capture
 from tokenlens.engine.results import GeneratedRequest, SpecCounters
 from tokenlens.errors import TokenlensError
+from tokenlens.format_version import RUN, check_readable, stamp
 
 MANIFEST = "manifest.json"
 REQUESTS = "requests.parquet"
@@ -86,8 +88,12 @@ def now_iso() -> str:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON via a temporary file and rename, so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind; the old one stays
+        raise
 
 
 def requests_table(
@@ -200,39 +206,159 @@ def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
     )
 
 
+def resume_command(path: Path, manifest: dict[str, Any]) -> str | None:
+    """The exact command that completes the partial run at ``path`` (None: none does)."""
+    resumable = isinstance(manifest.get("trace_config"), dict)  # replays inherit one
+    if not resumable or manifest.get("server") or "bench" in manifest:
+        return None
+    if manifest.get("replayed_from"):
+        return None
+    return f"tokenlens trace --resume {shlex.quote(str(path))}"
+
+
+def continue_hint(path: Path, manifest: dict[str, Any]) -> str:
+    """What to type to finish the partial run at ``path`` (the exact command where one exists)."""
+    command = resume_command(path, manifest)
+    if command is not None:
+        return f"continue it with: {command}"
+    if manifest.get("server"):
+        return "runs against `vllm serve` cannot be resumed: trace it again with --overwrite"
+    if "bench" in manifest:
+        return "run the same `tokenlens bench` command again (finished cases are kept)"
+    if manifest.get("replayed_from"):
+        return "replay it again (tokenlens replay ... --overwrite)"
+    return "it was written by a tokenlens without --resume: trace it again with --overwrite"
+
+
+def _manifest_or_empty(path: Path) -> dict[str, Any]:
+    """The manifest at ``path`` for a message, or {} when it cannot be read."""
+    try:
+        data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class DirLock:
+    """An exclusive lock on a run directory while one process writes it.
+
+    ``flock`` on the directory itself: no lock file to leave behind, and the kernel
+    drops the lock when the holder exits, however it dies (SIGKILL included), so a
+    crashed trace never leaves a stale lock. A second writer is refused in one line.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import fcntl
+
+        self.path = path
+        self._fd: int | None = None
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError as exc:
+            raise TokenlensError(f"cannot open {path}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise TokenlensError(
+                f"another tokenlens is writing {path} right now: wait for it to finish, "
+                "or give another --out"
+            ) from None
+        except OSError:  # a file system without flock: nothing to guard with
+            pass
+        self._fd = fd
+
+    @staticmethod
+    def held(path: Path) -> bool:
+        """Whether another process holds the lock of ``path`` (checked, not kept)."""
+        if not path.is_dir():
+            return False
+        try:
+            DirLock(path).release()
+        except TokenlensError:
+            return True
+        return False
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.release()
+
+
 class RunWriter:
-    """Creates a run directory: manifest (partial) first, data, then manifest complete."""
+    """Creates a run directory: manifest (partial) first, data, then manifest complete.
+
+    The directory is locked (:class:`DirLock`) from the first write until ``complete``
+    (or :meth:`release`), so two writers never mix their files in one run.
+    """
 
     def __init__(self, path: str | Path, manifest: dict[str, Any], overwrite: bool = False):
         self.path = Path(path)
+        self._lock: DirLock | None = None
         self.check_free(self.path, overwrite)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise TokenlensError(f"cannot create {self.path}: {exc.strerror or exc}") from None
-        for name in (REQUESTS, METRICS, EVENTS):
-            (self.path / name).unlink(missing_ok=True)
+        self._lock = DirLock(self.path)
         missing = [k for k in MANIFEST_KEYS if k not in manifest and k != "status"]
         if missing:
+            self.release()
             raise ValueError(f"manifest lacks {missing}")
-        self.manifest = {**manifest, "status": "partial"}
-        write_json_atomic(self.path / MANIFEST, self.manifest)
+        try:
+            for name in (REQUESTS, METRICS, EVENTS):
+                (self.path / name).unlink(missing_ok=True)
+            self.manifest = {**manifest, **stamp(RUN), "status": "partial"}
+            write_json_atomic(self.path / MANIFEST, self.manifest)
+        except OSError as exc:
+            self.release()
+            raise TokenlensError(f"cannot write the run directory {self.path}: {exc}") from None
 
     @staticmethod
     def check_free(path: Path, overwrite: bool) -> None:
-        """Refuse, before any work, a path that is a file or already holds a run."""
+        """Refuse, before any work, a path that is a file, in use, or already holds a run.
+
+        A partial run is named as such with the command that continues it, since
+        ``--overwrite`` would discard what it finished.
+        """
         if path.exists() and not path.is_dir():
             raise TokenlensError(f"{path} is a file, not a run directory")
+        if DirLock.held(path):
+            DirLock(path)  # raises the one-line "another tokenlens is writing" error
         if (path / MANIFEST).exists() and not overwrite:
+            manifest = _manifest_or_empty(path)
+            command = resume_command(path, manifest)
+            if manifest.get("status") == "partial" and command is not None:
+                raise TokenlensError(
+                    f"{path} already holds a run that did not finish (partial): continue it "
+                    f"with: {command}, or give --overwrite to discard what it finished"
+                )
+            if manifest.get("status") == "partial":
+                raise TokenlensError(
+                    f"{path} already holds a run that did not finish (partial; "
+                    f"{continue_hint(path, manifest)})"
+                )
             raise TokenlensError(f"{path} already holds a run (use --overwrite to replace it)")
 
     @classmethod
     def reopen(cls, path: Path) -> RunWriter:
-        """A writer over an existing run (``trace --resume``): its manifest is kept."""
+        """A writer over an existing run (``trace --resume``): its manifest is kept, locked."""
         writer = cls.__new__(cls)
         writer.path = path
+        writer._lock = DirLock(path)
         writer.manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        check_readable(writer.manifest, RUN, path / MANIFEST)
+        writer.manifest.update(stamp(RUN))  # every file is rewritten by this version
         return writer
+
+    def release(self) -> None:
+        """Let other writers in (done by :meth:`complete`; idempotent)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def write_requests(self, table: pa.Table) -> None:
         pq.write_table(table, self.path / REQUESTS)
@@ -246,6 +372,7 @@ class RunWriter:
 
     def complete(self, **fields: Any) -> None:
         self.update(**fields, status="complete", finished_at=now_iso())
+        self.release()
 
 
 COUNTER_SOURCES = ("vllm", "derived")
@@ -353,6 +480,8 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise TokenlensError(f"{path}: malformed JSON ({exc})") from None
+    except OSError as exc:
+        raise TokenlensError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
 def _read_table(path: Path, schema: pa.Schema, optional: pa.Schema | None = None) -> pa.Table:
@@ -383,11 +512,18 @@ def read_run(path: str | Path) -> Run:
     manifest = _read_json(root / MANIFEST)
     if not isinstance(manifest, dict):
         raise TokenlensError(f"{root / MANIFEST}: expected a JSON object")
+    check_readable(manifest, RUN, root)
     for key in MANIFEST_KEYS:
         if key not in manifest:
             raise TokenlensError(f"{root / MANIFEST}: missing key '{key}'")
     if manifest["status"] not in STATUSES:
         raise TokenlensError(f"{root / MANIFEST}: status must be one of {STATUSES}")
+    absent = [name for name in (REQUESTS, METRICS) if not (root / name).is_file()]
+    if absent and manifest["status"] == "partial":
+        raise TokenlensError(
+            f"{root} is a partial run whose trace stopped before its files were written "
+            f"({absent[0]} is missing): {continue_hint(root, manifest)}"
+        )
     if not (root / REQUESTS).is_file():
         raise TokenlensError(f"{root}: not a complete run ({REQUESTS} is missing)")
     requests = _read_table(root / REQUESTS, REQUESTS_SCHEMA, REQUESTS_OPTIONAL)

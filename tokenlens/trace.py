@@ -44,8 +44,11 @@ from tokenlens.engine.runner import (
     effective_max_tokens,
     jobs_from_prompts,
 )
-from tokenlens.engine.server import ServerClient
-from tokenlens.errors import TokenlensError
+from tokenlens.engine.server import ServerClient, ServerTimeouts
+from tokenlens.errors import Interrupted, TokenlensError, os_error_line
+from tokenlens.format_version import RUN as RUN_FORMAT
+from tokenlens.format_version import check_readable
+from tokenlens.models.check import model_problem
 from tokenlens.models.embedded import DRAFTER, EMBEDDED, TARGET, lookup
 from tokenlens.models.resolve import resolve_model
 from tokenlens.models.tiny import TINY_LOAD_FORMAT, TINY_TOKENIZER, draft_load_options, is_tiny
@@ -57,6 +60,7 @@ from tokenlens.rundir import (
     METRICS,
     RESUME_PREFIX,
     RunWriter,
+    continue_hint,
     finalize,
     now_iso,
     requests_table,
@@ -112,6 +116,8 @@ class TraceConfig:
     # and where its trace directory is visible from here.
     server: str | None = None
     server_trace_dir: Path | None = None
+    # How long a server may stay silent: a metadata reply, the next token of a generation.
+    server_timeouts: ServerTimeouts = field(default_factory=ServerTimeouts)
     argv: tuple[str, ...] = ()
 
 
@@ -159,7 +165,7 @@ def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> Eng
             f"use --load-format {TINY_LOAD_FORMAT}"
         )
     if config.num_spec < 1 and method != BASELINE:
-        raise TokenlensError("--num-spec must be at least 1")
+        raise TokenlensError("--k must be at least 1")
     model_path = resolve_model(config.model, config.cache, progress)
     speculative = None
     if method != BASELINE:
@@ -269,6 +275,8 @@ def config_from_json(data: dict[str, Any], out: Path) -> TraceConfig:
     kwargs = {k: v for k, v in data.items() if k in known}
     kwargs["prompts"] = Path(kwargs["prompts"])
     kwargs["sampling"] = SamplingConfig(**kwargs.get("sampling", {}))
+    if isinstance(kwargs.get("server_timeouts"), dict):
+        kwargs["server_timeouts"] = ServerTimeouts(**kwargs["server_timeouts"])
     for key in ("cache", "server_trace_dir"):
         if kwargs.get(key) is not None:
             kwargs[key] = Path(kwargs[key])
@@ -309,6 +317,7 @@ def _local(
     config: TraceConfig, prompts: list[Prompt], progress: Progress, start: StartBackend = Engine
 ) -> _Traced:
     """A vLLM engine in a worker subprocess, recording into ``out/capture/``."""
+    vllm_version = installed_vllm()  # before minutes of model building, not after
     check_engine_options(config.engine_options, installed_engine_arguments())
     precheck_capture(config, progress)
     jobs = trace_jobs(config, prompts)
@@ -325,7 +334,7 @@ def _local(
     )
     if note:
         progress.note(note)
-    manifest = manifest_for(config, prompts, installed_vllm())
+    manifest = manifest_for(config, prompts, vllm_version)
     engine = start(engine_config, config.out / "engine.log", progress)
     return _Traced(engine, jobs, manifest, capture_dir, start="start the vLLM engine")
 
@@ -347,7 +356,10 @@ def _served(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _
         raise TokenlensError(
             "--server needs --server-trace-dir: where the server's TOKENLENS_TRACE_DIR is visible"
         )
-    client = ServerClient(config.server, progress=progress)
+    RunWriter.check_free(config.out, config.overwrite)
+    client = ServerClient(
+        config.server, timeouts=config.server_timeouts, stream=True, progress=progress
+    )
     manifest = served_manifest(config, prompts, client, config.server, config.server_trace_dir)
     nonce = secrets.token_hex(4)
     jobs = [
@@ -403,12 +415,32 @@ def run_trace(
     is still written, and the run is marked ``partial``; :func:`resume_trace`
     completes it. ``start`` makes the local backend (:data:`StartBackend`).
     """
+    precheck_options(config)
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
     if config.server is not None:
         traced = _served(config, prompts, progress)
     else:
         traced = _local(config, prompts, progress, start)
     writer = RunWriter(config.out, traced.manifest, config.overwrite)
+    try:
+        return _trace_into(writer, traced, config, prompts, progress)
+    except OSError as exc:  # a full disk, a permission: one line, and the run stays resumable
+        raise TokenlensError(
+            f"{os_error_line(exc)} — {config.out} stays partial; "
+            f"{continue_hint(config.out, writer.manifest)}"
+        ) from None
+    finally:
+        writer.release()
+
+
+def _trace_into(
+    writer: RunWriter,
+    traced: _Traced,
+    config: TraceConfig,
+    prompts: list[Prompt],
+    progress: Progress,
+) -> Path:
+    """Generate into the locked, ``partial`` run directory of ``writer`` and finish it."""
     if traced.own_capture:
         shutil.rmtree(traced.capture, ignore_errors=True)
     langs = {p.id: p.lang for p in prompts}
@@ -418,8 +450,8 @@ def run_trace(
         config,
         traced.jobs,
         (traced.jobs, langs, pairs) if traced.own_capture else None,
-        f"partial run written to {config.out} "
-        f"(continue it with: tokenlens trace --resume {config.out})",
+        f"{'partial run written to' if traced.own_capture else 'the run stays partial at'} "
+        f"{config.out}{{finished}}; {continue_hint(config.out, writer.manifest)}",
         progress,
         traced.start,
     )
@@ -453,6 +485,40 @@ def run_trace(
     if traced.strict_capture and done.capture_problem is not None:
         raise TokenlensError(f"{done.capture_problem}; run kept at {config.out}")
     return config.out
+
+
+def precheck_options(config: TraceConfig) -> None:
+    """Refuse, before anything starts or is written, what vLLM would refuse a minute later.
+
+    ``--method`` and ``--spec-option`` keys against the installed vLLM's own definitions
+    (read from its sources: :mod:`tokenlens.engine.methods`; skipped when they cannot
+    be read, e.g. a ``--server`` client without vLLM), and ``--model``/``--draft-model``
+    against what a model name can be (:func:`tokenlens.models.check.model_problem`).
+    """
+    import difflib
+
+    from tokenlens.engine.methods import speculative_names
+
+    names = speculative_names()
+    if names is not None:
+        if config.method != BASELINE and config.method not in names.methods:
+            close = difflib.get_close_matches(config.method, sorted(names.methods), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise TokenlensError(
+                f"--method {config.method!r}: the installed vLLM has no speculative method of "
+                f"that name ({hint}it has {len(names.methods)}, among them ngram, draft_model, "
+                "mtp, eagle, eagle3, dflash, suffix; 'none' traces without speculation)"
+            )
+        unknown = sorted(set(config.spec_options) - names.options)
+        if unknown:
+            raise TokenlensError(
+                f"--spec-option {unknown[0]}: not a field of the installed vLLM's SpeculativeConfig"
+            )
+    if config.server is None:
+        for flag, name in (("--model", config.model), ("--draft-model", config.draft_model)):
+            problem = model_problem(name)
+            if problem is not None:
+                raise TokenlensError(f"{flag}: {problem}")
 
 
 def precheck_capture(config: TraceConfig, progress: Progress = SILENT) -> None:
@@ -510,10 +576,13 @@ def _generate(
     progress: Progress,
     start: str | None = "start the vLLM engine",
 ) -> GenerationResult:
-    """Start the backend and generate ``jobs``; if it dies, salvage the run and say ``if_dead``.
+    """Start the backend and generate ``jobs``; if it fails, salvage the run and say ``if_dead``.
 
     ``run`` is every job of the run with its languages and pairs (what salvage needs);
-    None: nothing to salvage (a server's errors are reported as they are).
+    None: nothing to salvage (a server's step files are shared). A dead engine, a
+    full disk and Ctrl-C end the same way: what finished is salvaged into the
+    ``partial`` run and one line says how to continue it (Ctrl-C exits 130).
+    ``if_dead`` may hold ``{finished}``, replaced by how many requests finished.
     """
     if start is not None:
         progress.stage(start)
@@ -524,11 +593,27 @@ def _generate(
                 progress.note(f"warning: {note}")
             progress.stage("generate", total=len(jobs), unit="prompt")
             return backend.generate(jobs, config.sampling, config.concurrency)
-    except TokenlensError as exc:
-        if run is None:
-            raise
-        _salvage(config, *run)
-        raise TokenlensError(f"{exc} — {if_dead}") from None
+    except (TokenlensError, OSError) as exc:
+        line = str(exc) if isinstance(exc, TokenlensError) else os_error_line(exc)
+        said = if_dead.replace("{finished}", _salvage_note(config, run))
+        raise TokenlensError(f"{line} — {said}") from None
+    except KeyboardInterrupt:
+        said = if_dead.replace("{finished}", _salvage_note(config, run))
+        raise Interrupted(f"interrupted — {said}") from None
+
+
+def _salvage_note(
+    config: TraceConfig,
+    run: tuple[list[PromptJob], dict[str, str], dict[str, str | None]] | None,
+) -> str:
+    """Salvage what finished; what to say about it (never raises an OSError)."""
+    if run is None:
+        return ""
+    try:
+        found = _salvage(config, *run)
+    except OSError as exc:
+        return f" (salvaging failed: {os_error_line(exc)}; --resume salvages it later)"
+    return f" ({len(found.finished)} of {len(run[0])} requests finished)"
 
 
 def _salvage(
@@ -561,6 +646,21 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
     everything recorded so far, and can be resumed again.
     """
     manifest = _resumable_manifest(run)
+    writer = RunWriter.reopen(run)  # locked before anything is written
+    try:
+        return _resume_into(writer, manifest, run, progress)
+    except OSError as exc:  # a full disk, a permission: one line; resuming again continues
+        raise TokenlensError(
+            f"{os_error_line(exc)} — {run} stays partial; {continue_hint(run, manifest)}"
+        ) from None
+    finally:
+        writer.release()
+
+
+def _resume_into(
+    writer: RunWriter, manifest: dict[str, Any], run: Path, progress: Progress
+) -> Path:
+    """:func:`resume_trace` inside the locked run directory."""
     config = config_from_json(manifest["trace_config"], run)
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
     jobs = trace_jobs(config, prompts)
@@ -571,7 +671,6 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
     kept = _salvage(config, jobs, langs, pairs).finished_only()
     missing = [job for job in jobs if job.rid not in kept.finished]
     attempt = run / CAPTURE / f"{RESUME_PREFIX}{len(attempt_dirs(run))}"
-    writer = RunWriter.reopen(run)
     result = None
     new_events = EVENTS_WRITE_SCHEMA.empty_table()
     new_empty = 0  # counted steps without rows in the resumed part (reconcile.py)
@@ -603,7 +702,8 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
             config,
             missing,
             (jobs, langs, pairs),
-            f"the run stays partial at {run} (resume it again once the engine runs)",
+            f"the run stays partial at {run}{{finished}}; {continue_hint(run, manifest)} "
+            "once the engine runs",
             progress,
         )
         resumed = build_capture(attempt)
@@ -686,12 +786,15 @@ def _resumable_manifest(run: Path) -> dict[str, Any]:
         raise TokenlensError(f"cannot resume {run}: unreadable {MANIFEST} ({exc})") from None
     if not isinstance(manifest, dict) or "signature" not in manifest:
         raise TokenlensError(f"cannot resume {run}: {MANIFEST} is not a tokenlens manifest")
+    check_readable(manifest, RUN_FORMAT, run)
     if manifest.get("status") == "complete":
         raise TokenlensError(f"{run} is complete: there is nothing to resume")
     if manifest.get("server"):
         raise TokenlensError(f"cannot resume {run}: runs against `vllm serve` are not resumable")
     if "bench" in manifest:
         raise TokenlensError(f"cannot resume {run}: it is a bench case (use `bench` to resume)")
+    if manifest.get("replayed_from"):
+        raise TokenlensError(f"cannot resume {run}: it is a replay (replay it again)")
     if not isinstance(manifest.get("trace_config"), dict):
         raise TokenlensError(
             f"cannot resume {run}: it was written by a tokenlens without --resume "

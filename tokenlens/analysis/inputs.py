@@ -15,7 +15,14 @@ stop the analysis with one line that names the run, the request and the reason,
   edited text. Runs with different tokenizers need ``--tokenizer``, under which every
   run's ids must decode.
 - No run is given twice: not the same directory, and not two directories with the
-  same content (a copy would double n and narrow every interval).
+  same content (a copy would double n and narrow every interval). Content is compared
+  as sets of rows, sorted before hashing, so a resumed copy, a replay equal to its
+  trace and an independent identical trace are all caught, whatever their row order.
+- Runs that differ in something the analysis groups on but does not model (the target
+  model, the weights, the decoding, the quantization: :data:`POOLING_FIELDS`) are not
+  pooled: refused in one line naming both values, unless ``--compare FIELD`` asks for
+  them to be analysed apart (:func:`pooling_groups`). Within what is pooled, one prompt
+  id must name one prompt (the same prompt token ids wherever they are recorded).
 - A ``partial`` run needs ``--allow-partial``; events that do not match the run's
   counters need ``--allow-unreconciled``. Analysed anyway, they are named in
   :attr:`CheckedInputs.warnings`, which go into ``summary.json`` as
@@ -26,6 +33,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,9 +44,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenlens import __version__
+from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.errors import TokenlensError
-from tokenlens.rundir import Run, now_iso, output_mismatch, read_run, write_json_atomic
+from tokenlens.rundir import (
+    Run,
+    continue_hint,
+    now_iso,
+    output_mismatch,
+    read_run,
+    write_json_atomic,
+)
+from tokenlens.signature import parse_signature
 
 if TYPE_CHECKING:
     from tokenlens.analysis.pipeline import AnalyzeConfig
@@ -59,6 +77,41 @@ ANALYZE_OUTPUTS = frozenset(
 )
 
 
+def _decoding(manifest: dict[str, Any]) -> str:
+    """``greedy``, or the sampling settings that change what is generated."""
+    sampling = manifest.get("sampling")
+    sampling = sampling if isinstance(sampling, dict) else {}
+    temperature = sampling.get("temperature") or 0
+    if temperature == 0:
+        return "greedy"
+    top_p = sampling.get("top_p")
+    top_k = sampling.get("top_k")
+    return f"t{temperature:g},p{1.0 if top_p is None else top_p:g},k{top_k or 0}"
+
+
+POOLING_FIELDS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    "model": ("target model", lambda m: str(m.get("model"))),
+    "weights": ("weights", lambda m: str(m.get("load_format") or "auto")),
+    "decoding": ("decoding", _decoding),
+    "quantization": (
+        "quantization",
+        lambda m: parse_signature(str(m.get("signature", ""))).get("quant", "none"),
+    ),
+}
+"""What the analysis groups runs on without modelling it: runs that differ in one are
+two studies, never pooled (``--compare FIELD`` analyses them apart). Drafter, method
+and k are not here: the analysis keeps them apart itself (families, runs)."""
+
+
+@dataclass(frozen=True)
+class PoolGroup:
+    """Runs that may be pooled: equal in every pooling field (``values``: the compared ones)."""
+
+    label: str
+    values: dict[str, str]
+    paths: tuple[Path, ...]
+
+
 @dataclass(frozen=True)
 class CheckedInputs:
     """The runs that passed every check, and what was let through by an --allow flag."""
@@ -67,6 +120,7 @@ class CheckedInputs:
     tokenizers: tuple[str, ...]  # per run: the tokenizer its ids were checked with
     warnings: tuple[str, ...]  # analysed despite: partial, unreconciled (one line each)
     notes: tuple[str, ...]  # worth knowing, not a defect: resumed runs
+    groups: tuple[PoolGroup, ...] = ()  # with --compare: the runs of each analysis
 
     def section(self) -> dict[str, Any]:
         """``summary.json`` → ``inputs``: what was checked and what to say at the top."""
@@ -85,9 +139,11 @@ class CheckedInputs:
         }
 
 
-def validate_inputs(config: AnalyzeConfig) -> CheckedInputs:
+def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> CheckedInputs:
     """Check every input of ``config``; the first problem raises a one-line TokenlensError.
 
+    ``compare`` names pooling fields in which the runs may differ (each combination is
+    then one :class:`PoolGroup`, analysed apart); in every other one they must agree.
     On success the output directory exists and carries :data:`OUT_MARKER`.
     """
     if not config.runs:
@@ -101,6 +157,9 @@ def validate_inputs(config: AnalyzeConfig) -> CheckedInputs:
         _check_manifest(run)
         _check_events(run)
     _no_same_content(runs)
+    groups = pooling_groups(runs, compare)
+    for group in groups:
+        _same_prompts([run for run in runs if run.path in group.paths])
     tokenizers = _check_tokens(runs, config.tokenizer)
     warnings, notes = [], []
     for run in runs:
@@ -122,7 +181,9 @@ def validate_inputs(config: AnalyzeConfig) -> CheckedInputs:
                 "step files (their counters are not vLLM's), the rest reconciled with vLLM"
             )
     claim_out(config.out)
-    return CheckedInputs(tuple(runs), tuple(tokenizers), tuple(warnings), tuple(notes))
+    return CheckedInputs(
+        tuple(runs), tuple(tokenizers), tuple(warnings), tuple(notes), tuple(groups)
+    )
 
 
 # -- --out ---------------------------------------------------------------------------------
@@ -188,31 +249,135 @@ def _no_same_directory(paths: tuple[Path, ...]) -> None:
         seen[key] = path
 
 
-def _digest(table: pa.Table, columns: list[str]) -> bytes:
-    """Hash of a table's content (independent of chunking and file metadata)."""
-    table = table.select(columns).combine_chunks().replace_schema_metadata(None)
+def _digest(table: pa.Table, keys: list[str]) -> bytes:
+    """Hash of a table's rows as a set: sorted by ``keys`` first, so row order, chunking
+    and file metadata do not count (a resumed run lists its requests in another order)."""
+    table = table.sort_by([(key, "ascending") for key in keys])
+    table = table.combine_chunks().replace_schema_metadata(None)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return hashlib.sha256(sink.getvalue().to_pybytes()).digest()
 
 
+CONTENT_EVENT_COLUMNS = (
+    "request_id",
+    "step",
+    "position",
+    "accepted",
+    "emitted_token_id",
+    "output_index",
+    "draft_token_id",
+)
+
+
+def content_key(run: Run) -> bytes:
+    """What the analysis reads of a run, independent of row order (equal: the same data).
+
+    Requests by id with their output ids and text; events by (request, step, position)
+    with what was judged. A draft id after the first rejection of a step was never
+    compared with the target and enters no figure; a trace records it and a replay
+    leaves it -1, so it is read as -1 here: a replay equal to its trace is the same data.
+    """
+    assert run.events is not None
+    requests = run.requests.select(["request_id", "output_token_ids", "output_text"])
+    events = run.events
+    columns = {}
+    for name in CONTENT_EVENT_COLUMNS:
+        column = events.column(name).cast(EVENTS_SCHEMA.field(name).type)
+        if name == "draft_token_id":
+            judged = pc.is_valid(events.column("emitted_token_id").cast(pa.int64()))
+            column = pc.if_else(judged, column, pa.scalar(-1, pa.int64()))
+        columns[name] = column
+    return _digest(requests, ["request_id"]) + _digest(
+        pa.table(columns), ["request_id", "step", "position"]
+    )
+
+
 def _no_same_content(runs: list[Run]) -> None:
-    """Two directories with identical requests and events are one run counted twice."""
+    """Two directories with the same requests and events are one run counted twice."""
     seen: dict[bytes, Run] = {}
     for run in runs:
-        assert run.events is not None
-        key = _digest(run.requests, ["request_id", "output_token_ids", "output_text"]) + _digest(
-            run.events, run.events.schema.names
-        )
+        key = content_key(run)
         if key in seen:
             other = seen[key]
             same = run.manifest["signature"] == other.manifest["signature"]
+            replay = any(
+                a.manifest.get("replayed_from") == b.manifest["signature"]
+                for a, b in ((run, other), (other, run))
+            )
+            why = " (one is a replay of the other)" if replay else " and signature" if same else ""
             raise TokenlensError(
                 f"runs {other.path} and {run.path} hold the same requests and events"
-                f"{' and signature' if same else ''}: one run would count twice"
+                f"{why}: one run would count twice"
             )
         seen[key] = run
+
+
+# -- what may be pooled -----------------------------------------------------------------
+
+
+def _label(values: dict[str, str]) -> str:
+    """A directory name for a group: its compared values, path-safe."""
+    text = "_".join(values.values()) or "all"
+    return re.sub(r"[^A-Za-z0-9._@+-]+", "-", text).strip("-.") or "group"
+
+
+def pooling_groups(runs: list[Run], compare: tuple[str, ...] = ()) -> list[PoolGroup]:
+    """The runs split by the ``compare`` fields; every other pooling field must agree.
+
+    Without ``compare`` this is one group, or a one-line refusal naming the first field
+    the runs differ in, with the two values and the option that keeps them apart.
+    """
+    unknown = [f for f in compare if f not in POOLING_FIELDS]
+    if unknown:
+        raise TokenlensError(f"--compare {unknown[0]}: choose from {', '.join(POOLING_FIELDS)}")
+    for field, (name, value_of) in POOLING_FIELDS.items():
+        if field in compare:
+            continue
+        first = runs[0]
+        for run in runs[1:]:
+            a, b = value_of(first.manifest), value_of(run.manifest)
+            if a != b:
+                raise TokenlensError(
+                    f"the runs differ in their {name} ({first.path}: {a}; {run.path}: {b}), "
+                    "which the analysis does not model: pooled, they would be one study "
+                    f"mixing two; analyse them apart, or give --compare {field} to analyse "
+                    "each apart, side by side"
+                )
+    groups: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        key = tuple(POOLING_FIELDS[f][1](run.manifest) for f in compare)
+        groups.setdefault(key, []).append(run)
+    out: list[PoolGroup] = []
+    labels: set[str] = set()
+    for key, members in groups.items():
+        values = dict(zip(compare, key, strict=True))
+        label = _label(values)
+        while label in labels:
+            label += "+"
+        labels.add(label)
+        out.append(PoolGroup(label, values, tuple(r.path for r in members)))
+    return out
+
+
+def _same_prompts(runs: list[Run]) -> None:
+    """One prompt id, one prompt: the analysis clusters on prompt ids across runs."""
+    seen: dict[str, tuple[tuple[int, ...], Path]] = {}
+    for run in runs:
+        ids = run.requests.column("prompt_id").to_pylist()
+        prompts = run.requests.column("prompt_token_ids").to_pylist()
+        for pid, tokens in zip(ids, prompts, strict=True):
+            if tokens is None:
+                continue  # not recorded (older runs): nothing to compare
+            tokens = tuple(tokens)
+            if pid in seen and seen[pid][0] != tokens:
+                raise TokenlensError(
+                    f"prompt {pid!r} is a different prompt in {seen[pid][1]} and {run.path} "
+                    "(its prompt token ids differ): the analysis treats one prompt id as one "
+                    "prompt; give the prompts distinct ids, or analyse the runs apart"
+                )
+            seen.setdefault(pid, (tokens, run.path))
 
 
 # -- one run ---------------------------------------------------------------------------------
@@ -349,8 +514,8 @@ def _partial(run: Run, allowed: bool) -> str | None:
     )
     if not allowed:
         raise TokenlensError(
-            f"{run.path} is a partial run (the trace did not finish; {detail}): complete it "
-            f"with 'tokenlens trace --resume {run.path}', or give --allow-partial"
+            f"{run.path} is a partial run (the trace did not finish; {detail}): "
+            f"{continue_hint(run.path, run.manifest)}; or give --allow-partial"
         )
     counts = (
         "; its counters are derived from the events"

@@ -52,6 +52,7 @@ from tokenlens.analysis.verdicts import (
 )
 from tokenlens.capture.reconcile import reconciliation
 from tokenlens.errors import TokenlensError
+from tokenlens.format_version import ANALYSIS, stamp
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay.trust import unvouched
 from tokenlens.rundir import read_run, write_json_atomic
@@ -239,6 +240,7 @@ def summarize(
     judged = row_mask(frame, "judged")
     parts = compute_parts(frame, rs, config.support)
     out: dict[str, Any] = {
+        **stamp(ANALYSIS),
         "signature": None,
         "tokenlens_version": __version__,
         "settings": {

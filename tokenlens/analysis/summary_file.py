@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.errors import TokenlensError
+from tokenlens.format_version import ANALYSIS, check_readable
 
 SUMMARY = "summary.json"
 
@@ -542,6 +543,7 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
         return data
     if not isinstance(data, Mapping):
         raise TokenlensError("summary.json is not an analysis summary (not a JSON object)")
+    check_readable(data, ANALYSIS, "summary.json")
     breakdowns = {}
     for key, block in data.items():
         if isinstance(key, str) and key.startswith("by_") and isinstance(block, Mapping):

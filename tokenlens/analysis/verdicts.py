@@ -287,8 +287,14 @@ def compute_parts(frame: pd.DataFrame, rs: Resampler, support: Support) -> Parts
 def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules, parts: Parts) -> dict[str, Any]:
     """``{"H1": {...}, "H2": {...}}``: verdict, effect, ci_low, ci_high, evidence, ..."""
     if not has_pair(frame):
-        msg = "needs both Japanese (ja) and English (en) requests"
-        return {h: _verdict(INCONCLUSIVE, None, msg) for h in ("H1", "H2")}
+        # A missing language is the limiting case of too few prompts: insufficient data
+        # (what --help and the contract promise), not an inconclusive reading of data.
+        found = prompts_per_lang(frame)
+        msg = (
+            f"Too little data for a verdict: {found.get(JA, 0)} Japanese and "
+            f"{found.get(EN, 0)} English prompts; the verdicts need both languages"
+        )
+        return {h: _verdict(INSUFFICIENT, None, msg) for h in ("H1", "H2")}
     out = {}
     for name, decide_one, fams in (
         ("H1", _h1, (TRAINED if TRAINED in parts.families else FREE, FREE)),

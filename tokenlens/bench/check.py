@@ -7,6 +7,25 @@ from pathlib import Path
 from tokenlens.bench.plan import Plan, load_plan
 from tokenlens.bench.vllm_check import check_plan, vllm_vocabulary
 from tokenlens.errors import TokenlensError
+from tokenlens.models.check import model_problem
+
+
+def model_problems(plan: Plan) -> list[str]:
+    """Every model and drafter of ``plan`` that vLLM could not load, one line each.
+
+    Checked with the same rule as ``trace --model`` (:func:`model_problem`), so a typo
+    fails ``bench --check`` instead of an engine start minutes into the run.
+    """
+    problems = []
+    for model in plan.models:
+        problem = model_problem(model.path)
+        if problem is not None:
+            problems.append(f"[[model]] {model.name!r}.path: {problem}")
+    for method in plan.methods:
+        problem = model_problem(method.draft_model)
+        if problem is not None:
+            problems.append(f"[[method]] {method.name!r}.draft_model: {problem}")
+    return problems
 
 
 def validated_plan(path: Path, require_vllm: bool = True) -> Plan:
@@ -16,6 +35,11 @@ def validated_plan(path: Path, require_vllm: bool = True) -> Plan:
     skipped unless ``require_vllm``.
     """
     plan = load_plan(path)
+    if require_vllm:  # the models of a local engine (a server names its own)
+        problems = model_problems(plan)
+        if problems:
+            more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+            raise TokenlensError(f"{path}: {problems[0]}{more}")
     try:
         vocab = vllm_vocabulary()
     except ImportError:

@@ -39,6 +39,7 @@ from tokenlens.engine.results import GeneratedRequest, GenerationResult, SpecCou
 from tokenlens.engine.runner import Engine, jobs_from_prompts
 from tokenlens.engine.server import ServerClient
 from tokenlens.errors import TokenlensError
+from tokenlens.format_version import BENCH, check_readable, stamp
 from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import (
     CAPTURE,
@@ -320,6 +321,7 @@ class _Bench:
         info_path = out / BENCH_JSON
         if info_path.exists() and not self.config.restart:
             info = json.loads(info_path.read_text(encoding="utf-8"))
+            check_readable(info, BENCH, info_path)
             self.created_at = info.get("created_at", self.created_at)
             if info.get("plan_sha256") != self.plan.sha256:
                 raise TokenlensError(
@@ -365,6 +367,7 @@ class _Bench:
         write_json_atomic(
             self.out / BENCH_JSON,
             {
+                **stamp(BENCH),
                 "signature": make_signature(fields),
                 "status": status,
                 "tokenlens_version": __version__,

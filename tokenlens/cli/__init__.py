@@ -8,13 +8,15 @@ adds its parser and sets ``handler``. Errors the user can fix arrive as
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tokenlens import __version__
 from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, replay, tokens, trace
-from tokenlens.errors import TokenlensError
+from tokenlens.cli.common import typed_option
+from tokenlens.errors import TokenlensError, os_error_line
 
 DESCRIPTION = """\
 tokenlens explains why speculative decoding speeds up some text and not other text.
@@ -41,9 +43,20 @@ _COMMANDS = (demo, bench, trace, replay, analyze, tokens, models, corpora, docto
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Bad arguments give one line on stderr (no usage block) and exit status 2."""
+    """Bad arguments give one line on stderr (no usage block) and exit status 2.
+
+    The line names an option as the user typed it (``--k``, not ``--k/--num-spec``).
+    """
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        named = re.match(r"argument (-[^:]+): ", message)
+        if named and "/" in named.group(1):
+            typed = typed_option(getattr(self, "_argv", []), named.group(1).split("/"))
+            message = f"argument {typed}: {message[named.end() :]}"
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -68,10 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    args.argv_typed = list(sys.argv[1:] if argv is None else argv)  # for messages
     try:
         result: int = args.handler(args)
     except TokenlensError as exc:
         print(f"tokenlens: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except OSError as exc:  # the machine's fault (disk full, permissions): one line too
+        print(f"tokenlens: error: {os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tokenlens: interrupted", file=sys.stderr)

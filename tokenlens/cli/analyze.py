@@ -6,7 +6,19 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenlens.cli.common import add_progress_flag, positive_int, progress_for, say
+from tokenlens.cli.common import (
+    add_progress_flag,
+    int_in,
+    number_in,
+    positive_int,
+    progress_for,
+    say,
+)
+
+# The fewest bootstrap replicates run_analyze accepts (checked here at parse time too).
+MIN_BOOTSTRAP = 10
+# analysis.inputs.POOLING_FIELDS, named here so that the CLI starts without pandas.
+COMPARE_FIELDS = ("model", "weights", "decoding", "quantization")
 
 DESCRIPTION = """\
 Align every draft event of one or more traced runs with the token that came out,
@@ -41,9 +53,12 @@ Before any work every input is checked, and analyze refuses in one line: token i
 that do not decode to the request's text with the run's tokenizer (or --tokenizer),
 runs with different tokenizers (without --tokenizer), a run given twice (the same
 directory, or a copy), a partial run (without --allow-partial), events that do not
-match the run's counters (without --allow-unreconciled), and an --out that is a file
-or holds files analyze did not write (without --overwrite). Runs let through by an
---allow flag are named at the top of the report and FINDINGS.
+match the run's counters (without --allow-unreconciled), an --out that is a file
+or holds files analyze did not write (without --overwrite), runs of different target
+models, weights, decoding or quantization (without --compare, which analyses each
+apart), and a prompt id that names different prompts in two runs. Runs let through by
+an --allow flag are named at the top of the report and FINDINGS. docs/errors.md lists
+what is refused, warned about and resumable.
 """
 
 EPILOG = """\
@@ -54,6 +69,7 @@ examples:
   tokenlens analyze runs/dm3 --out out/dm3 --draft-cost 0.3
   tokenlens analyze runs/dm* --out out/all --bench out/bench
   tokenlens analyze runs/crashed --out out/crashed --allow-partial
+  tokenlens analyze runs/qwen-1.5b runs/qwen-7b --out out/targets --compare model
 
 --draft-cost is the cost of one draft token relative to one target forward pass
 (the speed model's c); without it, --bench fits c from measured tok/s, else a
@@ -75,13 +91,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--out", required=True, type=Path, metavar="DIR", help="output directory (created)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument("--seed", type=int_in(0), default=0, help="bootstrap seed (default: 0)")
     parser.add_argument(
         "--bootstrap",
-        type=positive_int,
+        type=int_in(MIN_BOOTSTRAP),
         default=1000,
         metavar="N",
-        help="bootstrap replicates (default: %(default)s)",
+        help=f"bootstrap replicates, at least {MIN_BOOTSTRAP} (default: %(default)s)",
     )
     parser.add_argument(
         "--min-count",
@@ -98,7 +114,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--threshold",
-        type=float,
+        type=number_in(0.0, 1.0, high_open=True),
         default=0.02,
         metavar="T",
         help="the verdict threshold, in acceptance: the least Japanese deficit that counts "
@@ -106,7 +122,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--alpha",
-        type=float,
+        type=number_in(0.0, 0.5, low_open=True, high_open=True),
         metavar="A",
         help="the one-sided level of each verdict reading: an effect is read as beyond the "
         "threshold when its (1 - 2A) interval clears it (summary.json: settings.alpha; "
@@ -129,7 +145,10 @@ def register(subparsers: Any) -> None:
         "coverage in docs/analysis.md) or percentile (default: %(default)s)",
     )
     parser.add_argument(
-        "--draft-cost", type=float, metavar="C", help="draft cost / target cost for the speed model"
+        "--draft-cost",
+        type=number_in(0.0),
+        metavar="C",
+        help="draft cost / target cost for the speed model (>= 0)",
     )
     parser.add_argument(
         "--bench",
@@ -154,6 +173,15 @@ def register(subparsers: Any) -> None:
         "--overwrite",
         action="store_true",
         help="write into an --out directory that holds files analyze did not write",
+    )
+    parser.add_argument(
+        "--compare",
+        action="append",
+        choices=COMPARE_FIELDS,
+        metavar="FIELD",
+        help="runs that differ in FIELD (model, weights, decoding, quantization) are refused, "
+        "never pooled; with --compare FIELD each value's runs are analysed apart into "
+        "DIR/<value>/, side by side, with DIR/compare.json listing them (repeatable)",
     )
     add_progress_flag(parser)
     parser.set_defaults(handler=run)
@@ -183,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     progress = progress_for(args)
+    if args.compare:
+        return _compare(config, tuple(dict.fromkeys(args.compare)), progress)
     try:
         result = run_analyze(config, progress=progress)
     finally:
@@ -191,4 +221,23 @@ def run(args: argparse.Namespace) -> int:
         say(f"{name}: {h['verdict']}")
     say(f"report: {write_analyze_report(result.summary_path.parent)}")
     say(str(result.summary_path.parent))
+    return 0
+
+
+def _compare(config: Any, fields: tuple[str, ...], progress: Any) -> int:
+    """``--compare``: one analysis per group, each with its report."""
+    from tokenlens.analysis.compare import run_compare
+    from tokenlens.report import write_analyze_report
+
+    try:
+        result = run_compare(config, fields, progress)
+    finally:
+        progress.close()
+    for done in result.groups:
+        verdicts = ", ".join(
+            f"{name}: {h['verdict']}" for name, h in done.result.summary["hypotheses"].items()
+        )
+        say(f"{done.group.label}: {verdicts}")
+        say(f"  report: {write_analyze_report(done.result.summary_path.parent)}")
+    say(str(result.compare_path))
     return 0

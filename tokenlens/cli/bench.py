@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.cli.common import add_progress_flag, formatter, plan_file, progress_for, say
+from tokenlens.errors import Interrupted, TokenlensError
 
 HELP = """\
 Measure decoding speed for every case of a TOML plan: models x speculative methods
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         say(describe_plan(args.plan))
         return 0
     if args.out is None:
-        raise SystemExit("tokenlens bench: error: --out is required (see 'tokenlens bench --help')")
+        raise TokenlensError("--out is required unless --check (see 'tokenlens bench --help')")
     from tokenlens.bench.measure import BenchConfig, run_bench
     from tokenlens.report import write_bench_report
 
@@ -94,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
     progress = progress_for(args)
-    result = run_bench(config, progress)
+    try:
+        result = run_bench(config, progress)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted — finished cases are kept in {args.out}: run the same command "
+            "again to continue"
+        ) from None
     progress.close()
     report = write_bench_report(result.out)
     if result.resumed:

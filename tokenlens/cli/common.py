@@ -1,9 +1,15 @@
-"""Small helpers shared by the command modules (argument types, progress choice)."""
+"""Small helpers shared by the command modules (argument types, progress choice).
+
+Every numeric option is checked when it is parsed (finite, in range), so a bad value
+is one line naming the option before anything starts or is written (docs/errors.md).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tokenlens.errors import TokenlensError
@@ -18,6 +24,73 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argument type: an integer in ``[low, high]`` (no upper bound without ``high``)."""
+    wanted = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+        return value
+
+    return parse
+
+
+def number_in(
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Callable[[str], float]:
+    """An argument type: a finite number within the bounds (open where said).
+
+    ``nan`` and ``inf`` are refused: they pass every comparison check downstream in
+    surprising ways, and NaN written into summary.json is not valid JSON.
+    """
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high:g}")
+    wanted = "a finite number" + (f" {' and '.join(parts)}" if parts else "")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+        if low is not None and (value < low or (low_open and value == low)):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+        if high is not None and (value > high or (high_open and value == high)):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+        return value
+
+    return parse
+
+
+def typed_option(argv: Sequence[str], option_strings: Sequence[str]) -> str:
+    """Which of an option's names the user typed (an abbreviation counts), else the first.
+
+    So that messages say ``--k`` to a user who typed ``--k`` and ``--num-spec`` to one
+    who typed that, never an alias they did not use.
+    """
+    typed = [a.split("=", 1)[0] for a in argv if a.startswith("--")]
+    for option in option_strings:
+        if option in typed:
+            return option
+    for option in option_strings:
+        if any(len(t) > 2 and option.startswith(t) for t in typed):
+            return option
+    return option_strings[0] if option_strings else ""
 
 
 def existing_file(text: str) -> Path:

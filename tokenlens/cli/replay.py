@@ -125,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
     }
     if options and "ngram" not in methods:
         raise TokenlensError("--prompt-lookup-min/max apply to --method ngram only")
+    low, high = args.prompt_lookup_min, args.prompt_lookup_max
+    if low is not None and high is not None and low > high:
+        raise TokenlensError(f"--prompt-lookup-min {low} exceeds --prompt-lookup-max {high}")
     config = ReplayConfig(
         source=args.run,
         out=args.out,

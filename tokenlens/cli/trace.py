@@ -12,12 +12,16 @@ from tokenlens.cli.common import (
     add_progress_flag,
     corpus_file,
     formatter,
+    int_in,
+    number_in,
     positive_int,
     progress_for,
     say,
+    typed_option,
 )
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.engine.options import parse_engine_options
+from tokenlens.engine.server import METADATA_TIMEOUT, TOKEN_TIMEOUT, ServerTimeouts
 from tokenlens.errors import TokenlensError
 from tokenlens.models.tiny import TINY_NAMES
 from tokenlens.trace import BASELINE, DEFAULT_CONCURRENCY, TraceConfig, resume_trace, run_trace
@@ -70,11 +74,15 @@ examples:
 Every prompt is measured with the target's tokenizer and chat template before the
 engine starts; one longer than --max-model-len minus its max_tokens is refused by name.
 
-If the trace is killed or the engine dies, the run directory stays `partial` and holds
-every finished request and the plugin's step files. `--resume RUN` keeps the finished
+If the trace is killed, interrupted (Ctrl-C) or the engine dies, the run directory
+stays `partial` and holds every finished request and the plugin's step files; the
+error line names the command that continues it. `--resume RUN` keeps the finished
 requests with their events, generates only the missing prompts with the run's own
 settings (from its manifest), and reconciles the new part exactly with the new
-engine's counters (docs/formats.md says what is and is not reconciled).
+engine's counters (docs/formats.md says what is and is not reconciled). A run
+directory is locked while it is written: a second trace into it is refused.
+--method, --spec-option keys and the models are checked before anything starts
+(docs/errors.md).
 """
 
 
@@ -147,14 +155,15 @@ def register(sub: Any) -> None:
         help="trace prompts too long to reach their max_tokens within --max-model-len "
         "(vLLM stops their output there; one warning names them) instead of refusing them",
     )
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=number_in(0.0), default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=number_in(0.0, 1.0, low_open=True), default=1.0, help="(0, 1]")
+    p.add_argument("--seed", type=int_in(0), default=0)
     p.add_argument(
         "--logprobs",
-        type=int,
+        type=int_in(0, MAX_LOGPROBS),
         default=10,
-        help="top-k logprobs per emitted token (default: 10, 0 = off)",
+        help=f"top-k logprobs per emitted token (default: 10, 0 = off, at most {MAX_LOGPROBS}: "
+        "vLLM's max_logprobs)",
     )
     p.add_argument(
         "--concurrency",
@@ -208,15 +217,36 @@ def register(sub: Any) -> None:
         type=Path,
         help="with --server: the server's TOKENLENS_TRACE_DIR as seen from here (a mounted volume)",
     )
+    p.add_argument(
+        "--server-timeout",
+        type=number_in(0.0, low_open=True),
+        default=METADATA_TIMEOUT,
+        metavar="S",
+        help="with --server: seconds the server has to answer /v1/models, /version, /metrics "
+        f"(default: {METADATA_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--token-timeout",
+        type=number_in(0.0, low_open=True),
+        default=TOKEN_TIMEOUT,
+        metavar="S",
+        help="with --server: seconds a generation may go without a token, the first one "
+        f"(queueing and prefill) included (default: {TOKEN_TIMEOUT:g})",
+    )
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     add_progress_flag(p)
     p.set_defaults(handler=run)
     DEFAULTS.update(vars(p.parse_args([])))
+    OPTIONS.update({a.dest: list(a.option_strings) for a in p._actions if a.option_strings})
 
 
-# Every option's default, to tell which options a --resume was given besides RUN.
+# vLLM's default max_logprobs: a request asking for more is refused once the engine runs.
+MAX_LOGPROBS = 20
+# Every option's default, to tell which options a --resume was given besides RUN, and
+# every option's names, to name it as the user typed it.
 DEFAULTS: dict[str, Any] = {}
+OPTIONS: dict[str, list[str]] = {}
 RESUME_MAY_COMBINE = {"resume", "quiet", "handler", "command"}
 
 
@@ -240,8 +270,13 @@ def resume(args: argparse.Namespace) -> int:
         if key not in RESUME_MAY_COMBINE and key in DEFAULTS and value != DEFAULTS[key]
     )
     if extra:
-        flag = "--" + extra[0].replace("_", "-")
-        raise TokenlensError(f"--resume takes every setting from the run's manifest: drop {flag}")
+        typed = getattr(args, "argv_typed", [])
+        flags = [
+            typed_option(typed, OPTIONS.get(key, ["--" + key.replace("_", "-")])) for key in extra
+        ]
+        raise TokenlensError(
+            f"--resume takes every setting from the run's manifest: drop {', '.join(flags)}"
+        )
     progress = progress_for(args)
     out = resume_trace(args.resume, progress)
     progress.close()
@@ -255,8 +290,6 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--prompts", args.prompts), ("--out", args.out)):
         if value is None:
             raise TokenlensError(f"the following arguments are required: {flag}")
-    if args.temperature < 0:
-        raise TokenlensError("--temperature must be >= 0")
     config = TraceConfig(
         prompts=args.prompts,
         out=args.out,
@@ -287,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
         server=args.server,
         server_trace_dir=args.server_trace_dir,
         engine_options=parse_engine_options(args.engine_option),
+        server_timeouts=ServerTimeouts(args.server_timeout, args.token_timeout),
         engine_extra={"async_scheduling": False} if args.no_async_scheduling else {},
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )

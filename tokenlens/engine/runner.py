@@ -201,7 +201,11 @@ class Engine:
 
     # -- lifecycle -----------------------------------------------------------------
     def __enter__(self) -> Engine:
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # Ctrl-C or a failed start: leave no engine behind
+            self.abort()
+            raise
         return self
 
     def __exit__(
@@ -210,7 +214,10 @@ class Engine:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self.abort()  # Ctrl-C: the worker is busy generating and would not hear "close"
+        else:
+            self.close()
 
     @property
     def pid(self) -> int | None:
@@ -267,6 +274,25 @@ class Engine:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=60)
             _kill_group(proc)
+
+    def abort(self, grace: float = 5.0) -> None:
+        """End the engine now: SIGTERM its process group (vLLM's engine processes exit
+        through their handlers, draining the step recorder), then SIGKILL whatever is
+        left after ``grace`` seconds. What was recorded stays for salvage."""
+        import psutil
+
+        proc, children = self._proc, self._children
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        _kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+        with contextlib.suppress(psutil.Error):
+            psutil.wait_procs(children, timeout=grace)
+        _kill_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
 
     def kill(self) -> None:
         """SIGKILL the worker and every vLLM process it started (for crash tests)."""

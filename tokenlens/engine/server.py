@@ -5,11 +5,21 @@
 back through vLLM's ``return_tokens_as_token_ids`` extension of the logprobs format
 (``"token_id:123"``); the spec-decode counters are read from the Prometheus endpoint
 with ``prometheus_client``'s parser and differenced around the run.
+
+Timeouts fit the call (:class:`ServerTimeouts`): a metadata request (``/v1/models``,
+``/version``, ``/metrics``) must be answered within seconds, and a streamed generation
+may go quiet for at most one token's allowance at a time, so a silent server ends a
+trace with one line naming its URL, while a long generation that keeps producing
+tokens is never cut. A reply that is not what vLLM sends (HTML from a proxy, a
+truncated JSON body) is one line too, naming the URL and path.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import json
+import math
+import queue
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,20 +36,51 @@ from tokenlens.engine.results import (
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 
+METADATA_TIMEOUT = 10.0
+"""Seconds a server has to answer ``/v1/models``, ``/version`` or ``/metrics``."""
+TOKEN_TIMEOUT = 120.0
+"""Seconds a streamed generation may go without a token (the first includes queueing and
+prefill, which on a CPU server with many requests in flight takes tens of seconds)."""
+
+
+@dataclass(frozen=True)
+class ServerTimeouts:
+    """How long the server may stay silent: per metadata request, and per token generated."""
+
+    metadata: float = METADATA_TIMEOUT
+    token: float = TOKEN_TIMEOUT
+
+    def __post_init__(self) -> None:
+        for name in ("metadata", "token"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} timeout must be a positive number of seconds")
+
+
+class _Malformed(Exception):
+    """A reply that is not what vLLM sends; the caller names the URL and path."""
+
 
 def parse_counters(text: str) -> SpecCounters:
     """vLLM's spec-decode counters from a Prometheus exposition, summed over labels."""
     from prometheus_client.parser import text_string_to_metric_families
 
     total = SpecCounters()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if not sample.name.endswith("_total"):
-                continue
-            name = sample.name[: -len("_total")]
-            position = int(sample.labels["position"]) if name == ACCEPTED_PER_POS else None
-            total += SpecCounters.from_metric(name, sample.value, position)
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if not sample.name.endswith("_total"):
+                    continue
+                name = sample.name[: -len("_total")]
+                position = int(sample.labels["position"]) if name == ACCEPTED_PER_POS else None
+                total += SpecCounters.from_metric(name, sample.value, position)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise _Malformed(f"not a Prometheus exposition ({_short(exc)})") from None
     return total
+
+
+def _short(exc: BaseException) -> str:
+    return (" ".join(str(exc).split()) or type(exc).__name__)[:160]
 
 
 def _token_id(token: str) -> int:
@@ -50,20 +91,33 @@ def _token_id(token: str) -> int:
     return int(token.split(":", 1)[1])
 
 
-def _sse_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The JSON payloads of an OpenAI-style event stream (``data: {...}`` lines)."""
-    import json
+def _sse_chunks(lines: Iterable[str], cancelled: threading.Event) -> Iterator[dict[str, Any]]:
+    """The JSON payloads of an OpenAI-style event stream (``data: {...}`` lines).
 
+    Stops (closing the stream, which makes vLLM abort the request) once ``cancelled``
+    is set: Ctrl-C ends every request in flight within a token.
+    """
     for line in lines:
+        if cancelled.is_set():
+            raise _Cancelled
         if not line.startswith("data:"):
             continue
         payload = line[5:].strip()
         if payload == "[DONE]":
             return
-        chunk = json.loads(payload)
+        try:
+            chunk = json.loads(payload)
+        except ValueError as exc:
+            raise _Malformed(f"an event that is not JSON ({_short(exc)})") from None
+        if not isinstance(chunk, dict):
+            raise _Malformed("an event that is not a JSON object")
         if "error" in chunk:
             raise TokenlensError(f"the server reported an error: {chunk['error']}")
         yield chunk
+
+
+class _Cancelled(Exception):
+    """The run was interrupted: this request stops reading."""
 
 
 @dataclass
@@ -71,9 +125,10 @@ class ServerClient:
     """A thin client of one vLLM OpenAI-compatible server."""
 
     url: str
-    timeout: float = 3600.0
+    timeouts: ServerTimeouts = field(default_factory=ServerTimeouts)
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    # As a Backend: stream responses (first-token latency), report progress per request.
+    # As a Backend: stream responses (first-token latency; a timeout per token rather
+    # than per request), report progress per request.
     stream: bool = False
     progress: Progress = SILENT
 
@@ -81,10 +136,22 @@ class ServerClient:
         import httpx
 
         self.url = self.url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=self.timeout)
+        if not self.url.startswith(("http://", "https://")):
+            raise TokenlensError(
+                f"--server {self.url}: give the server's URL, like http://127.0.0.1:8000"
+            )
+        self._http = httpx.Client(base_url=self.url, timeout=self.timeouts.metadata)
         self.info: dict[str, Any] = {}
         self._version: str | None = None
         self._model: str | None = None
+        self._cancelled = threading.Event()
+
+    def _generation_timeout(self, max_tokens: int) -> Any:
+        """Streamed: each read may wait one token's allowance. Whole: every token's."""
+        import httpx
+
+        read = self.timeouts.token if self.stream else self.timeouts.token * (max_tokens + 1)
+        return httpx.Timeout(self.timeouts.metadata, read=read)
 
     def __enter__(self) -> ServerClient:
         return self
@@ -111,28 +178,57 @@ class ServerClient:
         try:
             response = self._http.get(path)
             response.raise_for_status()
+        except httpx.TimeoutException:
+            raise TokenlensError(
+                f"the vLLM server at {self.url} did not answer {path} within "
+                f"{self.timeouts.metadata:g} s (is it starting, or hung? --server-timeout "
+                "sets the wait)"
+            ) from None
         except httpx.HTTPError as exc:
             raise TokenlensError(
-                f"cannot reach the vLLM server at {self.url}{path}: {exc}"
+                f"cannot reach the vLLM server at {self.url}{path}: {_short(exc)}"
             ) from None
         return response
 
+    def _json(self, path: str) -> Any:
+        response = self._get(path)
+        try:
+            return response.json()
+        except ValueError:
+            raise self._malformed(path, f"not JSON but {_describe(response)}") from None
+
+    def _malformed(self, path: str, what: str) -> TokenlensError:
+        return TokenlensError(
+            f"the reply of the server at {self.url} to {path} is {what}: is it a vLLM server?"
+        )
+
     def version(self) -> str:
         if self._version is None:
-            self._version = str(self._get("/version").json().get("version", "unknown"))
+            data = self._json("/version")
+            if not isinstance(data, dict):
+                raise self._malformed("/version", "JSON without a version")
+            self._version = str(data.get("version", "unknown"))
         return self._version
 
     def model(self) -> str:
         """The id of the model the server serves (the first it lists)."""
         if self._model is None:
-            data = self._get("/v1/models").json()["data"]
-            if not data:
-                raise TokenlensError(f"the server at {self.url} serves no model")
-            self._model = str(data[0]["id"])
+            data = self._json("/v1/models")
+            try:
+                listed = data["data"]
+                if not listed:
+                    raise TokenlensError(f"the server at {self.url} serves no model")
+                self._model = str(listed[0]["id"])
+            except (KeyError, TypeError, IndexError):
+                raise self._malformed("/v1/models", "JSON that lists no model ids") from None
         return self._model
 
     def counters(self) -> SpecCounters:
-        return parse_counters(self._get("/metrics").text)
+        response = self._get("/metrics")
+        try:
+            return parse_counters(response.text)
+        except _Malformed as exc:
+            raise self._malformed("/metrics", str(exc)) from None
 
     def _body(self, model: str, job: PromptJob, sampling: SamplingConfig) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -167,9 +263,11 @@ class ServerClient:
         import httpx
 
         body = self._body(model, job, sampling)
+        timeout = self._generation_timeout(int(body["max_tokens"]))
         t0 = time.perf_counter()
         first: float | None = None
         prompt_ids: list[int] | None = None
+        path = "/v1/chat/completions"
         try:
             if stream:
                 body["stream"] = True
@@ -179,9 +277,9 @@ class ServerClient:
                 finish: str | None = None
                 usage: dict[str, Any] = {}
                 metrics: dict[str, Any] = {}
-                with self._http.stream("POST", "/v1/chat/completions", json=body) as response:
+                with self._http.stream("POST", path, json=body, timeout=timeout) as response:
                     response.raise_for_status()
-                    for chunk in _sse_chunks(response.iter_lines()):
+                    for chunk in _sse_chunks(response.iter_lines(), self._cancelled):
                         prompt_ids = chunk.get("prompt_token_ids") or prompt_ids
                         usage = chunk.get("usage") or usage
                         metrics = chunk.get("metrics") or metrics
@@ -195,9 +293,12 @@ class ServerClient:
                             finish = choice.get("finish_reason") or finish
                 output_text = "".join(text)
             else:
-                response = self._http.post("/v1/chat/completions", json=body)
+                response = self._http.post(path, json=body, timeout=timeout)
                 response.raise_for_status()
-                data = response.json()
+                try:
+                    data = response.json()
+                except ValueError:
+                    raise _Malformed(f"not JSON but {_describe(response)}") from None
                 choice = data["choices"][0]
                 content = (choice.get("logprobs") or {}).get("content") or []
                 output_text = choice["message"].get("content") or ""
@@ -205,8 +306,37 @@ class ServerClient:
                 usage = data.get("usage") or {}
                 metrics = data.get("metrics") or {}
                 prompt_ids = data.get("prompt_token_ids")
+        except httpx.TimeoutException:
+            raise TokenlensError(
+                f"request {job.rid} to {self.url}: the server sent no token for "
+                f"{timeout.read:g} s (--token-timeout sets the wait)"
+            ) from None
         except httpx.HTTPError as exc:
-            raise TokenlensError(f"request {job.rid} to {self.url} failed: {exc}") from None
+            raise TokenlensError(f"request {job.rid} to {self.url} failed: {_short(exc)}") from None
+        except _Malformed as exc:
+            raise self._malformed(path, str(exc)) from None
+        except (KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise self._malformed(path, f"JSON of another shape (no {_short(exc)})") from None
+        try:
+            return self._request(
+                job, sampling, content, output_text, finish, usage, metrics, prompt_ids, first
+            )
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
+            raise self._malformed(path, f"logprobs of another shape ({_short(exc)})") from None
+
+    def _request(
+        self,
+        job: PromptJob,
+        sampling: SamplingConfig,
+        content: list[dict[str, Any]],
+        output_text: str,
+        finish: str | None,
+        usage: dict[str, Any],
+        metrics: dict[str, Any],
+        prompt_ids: list[int] | None,
+        first: float | None,
+    ) -> GeneratedRequest:
+        """One response's parts as a :class:`GeneratedRequest` (token ids from the logprobs)."""
         ids = tuple(_token_id(entry["token"]) for entry in content)
         logprobs = tuple(
             TokenLogprobs(
@@ -246,11 +376,56 @@ class ServerClient:
         progress: Progress = SILENT,
         stream: bool = False,
     ) -> tuple[list[GeneratedRequest], float]:
-        """All jobs, ``concurrency`` in flight; results in job order and the wall time."""
+        """All jobs, ``concurrency`` in flight; results in job order and the wall time.
+
+        The first failure (or Ctrl-C) stops the rest: queued requests are not sent and
+        streaming ones stop reading at their next token, so the error is reported at
+        once instead of after every other request ran to its end.
+        """
         t0 = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = [pool.submit(self.chat, model, job, sampling, stream) for job in jobs]
-            for _ in concurrent.futures.as_completed(futures):
+        self._cancelled.clear()
+        pending: queue.SimpleQueue[tuple[int, PromptJob]] = queue.SimpleQueue()
+        for item in enumerate(jobs):
+            pending.put(item)
+        done: queue.SimpleQueue[tuple[int, GeneratedRequest | None, BaseException | None]]
+        done = queue.SimpleQueue()
+
+        def work() -> None:
+            while not self._cancelled.is_set():
+                try:
+                    i, job = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    done.put((i, self.chat(model, job, sampling, stream), None))
+                except BaseException as exc:  # handed to the caller's thread
+                    done.put((i, None, exc))
+
+        # Daemon threads: after a failure or Ctrl-C nothing waits for the requests still
+        # in flight (a streaming one stops at its next token; the others are abandoned).
+        for _ in range(max(1, min(concurrency, len(jobs)))):
+            threading.Thread(target=work, daemon=True).start()
+        results: list[GeneratedRequest | None] = [None] * len(jobs)
+        try:
+            for _ in jobs:
+                while True:
+                    try:
+                        i, result, error = done.get(timeout=0.5)  # Ctrl-C is seen here
+                        break
+                    except queue.Empty:
+                        continue
+                if error is not None:
+                    raise error
+                results[i] = result
                 progress.advance()
-            results = [f.result() for f in futures]
-        return results, time.perf_counter() - t0
+        except BaseException:
+            self._cancelled.set()
+            raise
+        return [r for r in results if r is not None], time.perf_counter() - t0
+
+
+def _describe(response: Any) -> str:
+    """``an HTML page (text/html, 1,234 bytes)``: what came back instead of JSON."""
+    kind = response.headers.get("content-type", "no content type").split(";")[0]
+    what = "an HTML page" if "html" in kind else "a body"
+    return f"{what} ({kind}, {len(response.content):,} bytes)"

@@ -20,7 +20,7 @@ from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import lookup
 from tokenlens.models.resolve import resolve_model
 from tokenlens.progress import SILENT, Progress
-from tokenlens.rundir import Run, read_run
+from tokenlens.rundir import Run, continue_hint, read_run
 
 # trace's default; run manifests record their own since replay needed it
 DEFAULT_MAX_MODEL_LEN = 4096
@@ -86,7 +86,10 @@ def read_source(path: str | Path) -> Source:
     run = read_run(path)
     where = run.path
     if not run.complete:
-        raise TokenlensError(f"{where} is a partial run: replay needs a complete one")
+        raise TokenlensError(
+            f"{where} is a partial run: replay needs a complete one "
+            f"({continue_hint(where, run.manifest)})"
+        )
     sampling = run.manifest.get("sampling") or {}
     if float(sampling.get("temperature", 0.0)) != 0.0:
         raise TokenlensError(

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from tokenlens import __version__
 from tokenlens.errors import TokenlensError
+from tokenlens.format_version import TOKENS, stamp
 from tokenlens.progress import SILENT, Progress
 from tokenlens.prompts import Prompt, corpus_hash, read_prompts
 from tokenlens.signature import make_signature
@@ -104,6 +105,7 @@ def run_tokens_study(config: TokensConfig, progress: Progress = SILENT) -> Token
     fields["study"] = "tokens"
     signature = make_signature(fields)
     summary: dict[str, Any] = {
+        **stamp(TOKENS),
         "signature": signature,
         "tokenlens_version": __version__,
         "tokenizer": vocab.identity,

@@ -1,0 +1,202 @@
+"""`trace --server` against servers that hang or answer garbage: one line, never a hang
+or a traceback (issue 25). Real sockets on loopback, no vLLM.
+
+- a socket that accepts connections and never answers (the kernel completes the
+  handshake for a listening socket nobody reads): the metadata timeout ends the trace;
+- a server that answers every path with an HTML page (a proxy's login page);
+- a server whose metadata is right but whose /metrics is not Prometheus text, or whose
+  generation goes silent, or streams something that is not JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO, assert_one_line_error, cli, write_prompts
+from tokenlens.engine.server import METADATA_TIMEOUT, ServerTimeouts
+
+PROMPTS = [
+    {"id": "ja", "lang": "ja", "pair": "p", "text": "桜について一文で説明してください。"},
+    {"id": "en", "lang": "en", "pair": "p", "text": "Explain cherry blossoms in one sentence."},
+]
+METRICS = "# TYPE vllm:spec_decode_num_drafts counter\nvllm:spec_decode_num_drafts_total 0.0\n"
+
+
+def trace(url: str, tmp_path: Path, *extra: str) -> list[str]:
+    prompts = write_prompts(tmp_path / "p.jsonl", PROMPTS)
+    traces = tmp_path / "traces"
+    traces.mkdir(exist_ok=True)
+    return [
+        "trace",
+        "--prompts",
+        str(prompts),
+        "--server",
+        url,
+        "--server-trace-dir",
+        str(traces),
+        "--method",
+        "ngram",
+        "--out",
+        str(tmp_path / "run"),
+        "--quiet",
+        *extra,
+    ]
+
+
+@pytest.fixture
+def silent_socket() -> Iterator[str]:
+    """A listening socket that never accepts and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+Handler = Callable[[BaseHTTPRequestHandler], None]
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Handler], str]]:
+    """Start an HTTP server on loopback whose every request is answered by ``handler``."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(handler: Handler) -> str:
+        class Answer(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                handler(self)
+
+            do_POST = do_GET
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def reply(request: BaseHTTPRequestHandler, body: str, kind: str = "application/json") -> None:
+    data = body.encode()
+    request.send_response(200)
+    request.send_header("Content-Type", kind)
+    request.send_header("Content-Length", str(len(data)))
+    request.end_headers()
+    request.wfile.write(data)
+
+
+def metadata(request: BaseHTTPRequestHandler) -> bool:
+    """Answer /v1/models, /version and /metrics as vLLM does; False for other paths."""
+    if request.path == "/v1/models":
+        reply(request, json.dumps({"data": [{"id": "served-model"}]}))
+    elif request.path == "/version":
+        reply(request, json.dumps({"version": "0.32.0"}))
+    elif request.path == "/metrics":
+        reply(request, METRICS, "text/plain")
+    else:
+        return False
+    return True
+
+
+def test_a_silent_server_ends_the_trace_with_one_line(silent_socket: str, tmp_path: Path) -> None:
+    """Probe: the client waited 3,600 s, also for /v1/models. Default timeouts here."""
+    assert METADATA_TIMEOUT <= 30  # what "within a minute" rests on (plus start-up)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokenlens", *trace(silent_socket, tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang fails here instead of blocking the suite
+    )
+    assert_one_line_error(proc.returncode, proc.stderr, silent_socket, "did not answer")
+    assert not (tmp_path / "run").exists()  # nothing was created for a server that never spoke
+
+
+def test_an_html_page_instead_of_json_is_one_line(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    """Probe: a 200 with HTML gave a JSONDecodeError traceback."""
+    url = serve(lambda r: reply(r, "<html><body>Sign in</body></html>", "text/html"))
+    status, _, err = cli(trace(url, tmp_path))
+    assert_one_line_error(status, err, url, "/v1/models", "HTML page")
+
+
+def test_metrics_that_are_not_prometheus_are_one_line(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        if request.path == "/metrics":
+            reply(request, "<html>oops</html>", "text/html")
+        elif not metadata(request):
+            reply(request, "{}")
+
+    url = serve(handler)
+    status, _, err = cli(trace(url, tmp_path))
+    assert_one_line_error(status, err, url, "/metrics")
+
+
+def test_a_generation_that_goes_silent_ends_at_the_token_timeout(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    release = threading.Event()
+
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        if metadata(request):
+            return
+        request.send_response(200)
+        request.send_header("Content-Type", "text/event-stream")
+        request.end_headers()
+        request.wfile.write(b'data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n')
+        request.wfile.flush()
+        release.wait(60)  # then nothing: no token, no end
+
+    url = serve(handler)
+    try:
+        status, _, err = cli(trace(url, tmp_path, "--token-timeout", "1"))
+    finally:
+        release.set()
+    assert_one_line_error(status, err, url, "sent no token for 1 s", "cannot be resumed")
+
+
+def test_a_stream_that_is_not_json_is_one_line(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        if not metadata(request):
+            reply(request, "data: <html>upstream error</html>\n\n", "text/event-stream")
+
+    url = serve(handler)
+    status, _, err = cli(trace(url, tmp_path))
+    assert_one_line_error(status, err, url, "/v1/chat/completions", "not JSON")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_timeouts_are_positive_finite_seconds(tmp_path: Path, value: str) -> None:
+    for flag in ("--server-timeout", "--token-timeout"):
+        status, _, err = cli(trace("http://127.0.0.1:9", tmp_path, flag, value))
+        assert_one_line_error(status, err, flag)
+
+
+def test_a_server_url_without_a_scheme_is_one_line(tmp_path: Path) -> None:
+    status, _, err = cli(trace("127.0.0.1:8000", tmp_path))
+    assert_one_line_error(status, err, "--server 127.0.0.1:8000", "http://")
+
+
+def test_timeouts_refuse_what_would_never_end() -> None:
+    with pytest.raises(ValueError):
+        ServerTimeouts(metadata=float("inf"))
