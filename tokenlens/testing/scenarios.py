@@ -271,6 +271,10 @@ mechanism is not one of the two (e.g. a Japanese advantage): any verdict but
 MARGIN_JA_TRAINED = -0.1191  # trained drafter's judged gap at exactly -2.0 pp
 MARGIN_H1_STRENGTH = 0.1913  # shared composition (trained) at exactly -2.0 pp
 MARGIN_CHECK_TRAINED = -0.1220  # trained drafter's within-confidence gap at exactly -2.0 pp
+# The same margins solved on 5,000-pair populations of the committed design (both
+# drafters at k = 1..5 replayed from one trace): pooling k changes which rows are judged.
+MARGIN_JA_TRAINED_FULL = -0.1405
+MARGIN_H1_STRENGTH_FULL = 0.2192
 # n-gram agreement shift for Japanese at equal confidence, by its within gap (pp)
 NGRAM_SHIFT = {-6: -0.2768, -3: -0.1380, 3: 0.1311, 6: 0.2635}
 TOKEN_SCALE = 1.1056  # tokenization penalty: trained drafter's judged gap at -10 pp
@@ -332,6 +336,21 @@ MARGIN_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 ),
                 h1=False,
                 h2=None,
+            ),
+            Scenario(
+                "margin_full",
+                "as margin, solved for the committed design (k = 1..5 replayed from one "
+                "trace; the k3 design's margin lands at -1.4 pp there)",
+                drafters=(_scaled(TRAINED, MARGIN_JA_TRAINED_FULL), NGRAM),
+                h1=False,
+                h2=None,
+            ),
+            Scenario(
+                "margin_h1_full",
+                "as margin_h1, solved for the committed design",
+                confidence=Confidence(ja_strength=MARGIN_H1_STRENGTH_FULL),
+                h1=None,
+                h2=False,
             ),
         )
     }
