@@ -414,7 +414,9 @@ def domain_file(prompts: Path | None, runs: Sequence[Path]) -> Path | None:
 def reanalyze(out: Path, size_name: str, progress: Progress = SILENT) -> DemoResult:
     """Analyse a finished study under ``out`` again from its run directories (after an
     upgrade of the analysis): analysis/, FINDINGS.md and index.html are rewritten; the
-    runs, traces, bench, summary.md and wall.json are left as they are. No vLLM."""
+    runs, traces, bench and wall.json are left as they are; summary.md (the counters of
+    the runs and traces, and replay/check.json's table) is written again, since a check
+    trace may have been added since. No vLLM."""
     size = SIZES[size_name]
 
     def run_dirs(top: Path) -> list[Path]:
@@ -434,6 +436,10 @@ def reanalyze(out: Path, size_name: str, progress: Progress = SILENT) -> DemoRes
     bench_dir = out / "bench" if (out / "bench" / "results.csv").is_file() else None
     check = out / "replay" / "check.json"
     checks = json.loads(check.read_text(encoding="utf-8")) if check.is_file() else []
+    note = smoke_note(size_name)
+    (out / "summary.md").write_text(
+        summary_markdown(runs, traces if size.replay else [], note, checks), encoding="utf-8"
+    )
     prompts = out / "prompts.jsonl"
     if not prompts.is_file() and size.corpus != ALL_CORPORA:
         prompts = corpora_dir() / f"{size.corpus}.jsonl"

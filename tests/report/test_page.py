@@ -50,8 +50,8 @@ def test_page_is_self_contained_with_one_bundle(report: Path, analysis: Path) ->
     assert all(run["signature"] in footer for run in summary["runs"])
 
 
-def test_main_charts_exported(report: Path) -> None:
-    summary = json.loads((report.parent / "summary.json").read_text("utf-8"))
+def test_main_charts_exported(report: Path, analysis: Path) -> None:
+    summary = json.loads((analysis / "summary.json").read_text("utf-8"))
     for chart_id in MAIN_CHARTS:
         if chart_id == "domains" and not summary.get("domains"):
             continue  # analysed without --prompts: no domains, no chart

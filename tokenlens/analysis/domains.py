@@ -39,7 +39,7 @@ import pandas as pd
 from tokenlens.analysis.bootstrap import Resampler, as_float, estimate, interval
 from tokenlens.analysis.breakdown import group_codes
 from tokenlens.analysis.decompose import lang_code
-from tokenlens.analysis.verdicts import NO, YES, Rules, tri
+from tokenlens.analysis.verdicts import NO, UNSURE, YES, Rules, tri
 from tokenlens.arrays import F64, I64, Mask
 
 PERMUTATIONS = 9999
@@ -121,7 +121,7 @@ def _family(
         note = {"domain": labels[d], "reading": reading, "pooled_reading": pooled_reading}
         if pooled_reading is not None and {reading, pooled_reading} == {YES, NO}:
             departures.append(note)
-        elif reading != pooled_reading and (
+        elif reading == UNSURE and (
             (pooled_reading == NO and point[d] < -rules.delta)
             or (pooled_reading == YES and point[d] > -rules.delta)
         ):

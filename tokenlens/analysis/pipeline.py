@@ -352,7 +352,8 @@ def summarize(
         out["rejections"] = rejection_section(frame, rs, fams)
         if "domain" in frame:
             pooled = {name: block.get("gap_judged") for name, block in parts.families.items()}
-            source = f"tags.domain of {config.prompts}" if config.prompts else "tags.domain"
+            # the file's name, not its path: summary.json travels (committed samples)
+            source = f"tags.domain of {config.prompts.name}" if config.prompts else "tags.domain"
             out["domains"] = domain_section(
                 frame, rs, fams, judged, pooled, rules, config.seed, source
             )

@@ -194,7 +194,7 @@ def class_rows(table: ClassTable) -> list[list[str]]:
 
 CLASS_HEADER = (
     "class",
-    "",
+    "note",
     "ja judged rate",
     "en judged rate",
     "JA − EN [95%]",
@@ -413,7 +413,10 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
         lines.append("")
     lines += ["## Hypotheses", ""]
     for name, h in s.hypotheses.items():
-        lines.append(f"- **{name}: {h.verdict}**. {h.statement or ''} {h.evidence}".rstrip())
+        statement = h.statement or ""
+        if statement and statement.rstrip(".") in (h.evidence or ""):
+            statement = ""  # the evidence already says it (a no-deficit verdict)
+        lines.append(f"- **{name}: {h.verdict}**. {statement} {h.evidence or ''}".rstrip())
         power = h.power
         if power is not None and power.mde is not None:
             lines.append(

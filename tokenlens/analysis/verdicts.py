@@ -597,7 +597,8 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         check=_check(check, check_reading, "shared composition, training-free drafters"),
         power={
             **_power(effect, parts.df, rules, n),
-            "rule": "the effect alone (the check vetoes only when it reads no)",
+            "rule": "effect alone: the check's veto, which binds only when the check reads "
+            "no, is not modelled",
         },
         caveat=CONFIDENCE_CAVEAT,
         scope=scope,

@@ -292,9 +292,13 @@ def sensitivity_words(h: Hypothesis) -> str:
     if sens.per_k:
         per = ", ".join(f"k = {k}: {_words(e.verdict)}" for k, e in sens.per_k.items())
         text += f"; each k alone: {per}"
-    text += (
-        f"; under the first rules' 95% reading: {_words(sens.previous)} (the rules were "
-        "changed to the 90% decision interval after the test bed's power was seen)."
+    changed = sens.previous is not None and sens.previous != h.verdict
+    text += f"; under the first rules' 95% reading: {_words(sens.previous)}" + (
+        f", not {_words(h.verdict)}: the rules were changed to the 90% decision interval "
+        "after the test bed's power was seen, and that change decides this verdict."
+        if changed
+        else " (the rules were changed to the 90% decision interval after the test bed's "
+        "power was seen; this verdict does not depend on it)."
     )
     return text
 
@@ -384,7 +388,7 @@ def _prompts_needed(s: Summary) -> str:
             "With the variability measured here, 80% power needs about (prompts per "
             "language) " + "; ".join(parts) + "."
         )
-    return text
+    return text.strip()
 
 
 def _setup(s: Summary, checks: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
@@ -840,11 +844,12 @@ def _classes(s: Summary) -> list[str]:
             one = [c for c in table.classes if c.status in ("only_ja", "only_en")]
             detail = (
                 ", ".join(
-                    f"{md(c.cls)} {interval(c.difference, 'pp')} (Holm p "
+                    f"{f'p{c.cls}' if column == 'position' else code(c.cls, table=True)} "
+                    f"{interval(c.difference, 'pp')} (Holm p "
                     f"{num(c.difference.p_holm if c.difference else None, 'rate')})"
                     for c in found
                 )
-                or "none"
+                or "no class"
             )
             rows.append(
                 [
