@@ -1,8 +1,8 @@
 """H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md.
 
 Vocabulary: ``supported``, ``not_supported``, ``no_japanese_deficit`` (Japanese is not
-worse: nothing to explain), ``inconclusive``, ``insufficient_data`` (fewer than
-``min_prompts`` prompts per language).
+worse by more than δ: no deficit beyond the margin to explain), ``inconclusive``,
+``insufficient_data`` (fewer than ``min_prompts`` prompts per language).
 
 Each rule reads one effect (Japanese minus English, negative = Japanese worse) and one
 check, both on judged rows of the same runs, against a practical threshold δ:
