@@ -58,7 +58,13 @@ def write_prompts(prompts: list[Prompt], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for p in prompts:
-        row: dict[str, Any] = {"id": p.id, "lang": p.lang, "text": p.text, "pair": p.pair}
+        # A chat prompt has messages and no text: writing "text": null made the file
+        # unreadable, and the cells table (the only part that reads it) printed no rows.
+        row: dict[str, Any] = {"id": p.id, "lang": p.lang, "pair": p.pair}
+        if p.messages is not None:
+            row["messages"] = [dict(m) for m in p.messages]
+        else:
+            row["text"] = p.text
         row["max_tokens"] = p.max_tokens
         lines.append(json.dumps(row, ensure_ascii=False))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

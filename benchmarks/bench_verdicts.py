@@ -1,10 +1,10 @@
 """Verdicts, coverage and bias of the analysis on simulated studies (not a test).
 
-For each scenario of :mod:`tokenlens.testing.scenarios` and each study size N
-(prompts per language), simulates ``--sims`` independent studies (an n-gram and a
-draft-model run on the same N prompt pairs, k = 3, calibrated to real traces), runs
-the estimator (``summarize`` + ``key_estimates``) on each with every interval method
-of ``--intervals``, and prints:
+For each scenario of :mod:`tokenlens.testing.scenarios` (``ALL_SCENARIOS``: the
+standard ones, the margin ones and the assumption breakers) and each study size N
+(prompts per language), simulates ``--sims`` independent studies, runs the estimator
+(``summarize`` + ``key_estimates``) on each with every interval method of
+``--intervals``, and prints:
 
 - the rate of each verdict for H1 and H2;
 - the coverage of every estimand's 95% interval against its population value (the
@@ -18,7 +18,16 @@ of ``--intervals``, and prints:
   either hypothesis in at most 5% of simulations, and a planted 10 pp effect is found
   (``supported``) in at least 80%;
 - ``supported`` rates under the shipped readings (90% decision interval) and under
-  the first rule's (95% interval), on the same studies.
+  the first rule's (95% interval), on the same studies;
+- the real size of each test at its margin (scenarios ``margin*``: the true effect is
+  exactly −δ): the rule is acceptable when ``supported`` and ``no_japanese_deficit``
+  each stay at or below 5% there;
+- H2's power: the measured ``supported`` rate next to the power each study's summary
+  predicted for a 10 pp effect from the whole conjunction rule.
+
+Designs (``--design``): ``k3``, one n-gram and one draft-model run at k = 3 (the test
+bed's default); ``committed``, both drafters at k = 1..5 replayed from one trace (every
+run of a drafter shares one agreement sequence), as the committed full study has.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_verdicts.py [--sims 200] [--jobs 2]``
 (``--quick`` for a smoke run). Truths are cached under ~/.cache/tokenlens/testbed.
@@ -41,9 +50,11 @@ from scipy import stats
 
 from tokenlens.progress import TqdmProgress
 from tokenlens.testing import estimator
-from tokenlens.testing.scenarios import SCENARIOS
-from tokenlens.testing.simulate import Study, simulate_study
-from tokenlens.testing.truth import CACHE, ESTIMANDS, estimands, rows_of, truth
+from tokenlens.testing.scenarios import ALL_SCENARIOS as SCENARIOS
+from tokenlens.testing.simulate import Study, committed_runs, simulate_study
+from tokenlens.testing.truth import CACHE, ESTIMANDS, Design, estimands, rows_of, truth
+
+DESIGNS = {"k3": Design(), "committed": Design(committed_runs(), replay=True)}
 
 VERDICTS = (
     "supported",
@@ -84,7 +95,9 @@ def estimate(study: Study, n_boot: int, seed: int, interval: str) -> Record:
     """Key estimates and verdicts of one study under one interval method."""
     summary = estimator.analyze(study, n_boot, seed, interval)
     est = estimator.key_estimates(summary)
+    power = summary["hypotheses"]["H2"].get("power") or {}
     return {
+        "power_h2": (power.get("power_at") or {}).get("0.1"),
         "est": {
             name: [
                 est[name]["value"],
@@ -108,9 +121,16 @@ def study_seed(scenario: str, n: int, sim: int) -> int:
     return list(SCENARIOS).index(scenario) * 10_000_000 + n * 10_000 + sim
 
 
-def _task(args: tuple[str, int, int, int, tuple[str, ...]]) -> list[Record]:
-    scenario, n, sim, n_boot, intervals = args
-    study = simulate_study(SCENARIOS[scenario], n, seed=study_seed(scenario, n, sim))
+def _task(args: tuple[str, int, int, int, tuple[str, ...], str]) -> list[Record]:
+    scenario, n, sim, n_boot, intervals, design = args
+    plan = DESIGNS[design]
+    study = simulate_study(
+        SCENARIOS[scenario],
+        n,
+        seed=study_seed(scenario, n, sim),
+        runs=plan.runs,
+        replay=plan.replay,
+    )
     out = []
     for interval in intervals:
         start = time.perf_counter()
@@ -129,19 +149,32 @@ def _task(args: tuple[str, int, int, int, tuple[str, ...]]) -> list[Record]:
 POPULATION_SEED = 10**6
 
 
-def _truth(args: tuple[str, int]) -> tuple[str, dict[str, dict[str, float | None]]]:
+def _truth(args: tuple[str, int, str]) -> tuple[str, dict[str, dict[str, float | None]]]:
     """Population values (the estimator's point estimates on ``pairs`` simulated pairs,
     and the test bed's own implementation of the definitions on the same population)
-    and mechanism values; cached by the code of both and the scenario."""
-    name, pairs = args
+    and mechanism values; cached by the code of both and the scenario. The committed
+    design's population is the test bed's implementation only (ten runs of 5,000 pairs
+    are too large a frame for the estimator; the cross-check is the k3 design's)."""
+    name, pairs, design = args
     sc = SCENARIOS[name]
-    key = hashlib.sha256(f"{_code_hash()}|{sc!r}|{pairs}|{POPULATION_SEED}".encode()).hexdigest()[
-        :16
-    ]
+    tag = "" if design == "k3" else f"|{design}"
+    key = hashlib.sha256(
+        f"{_code_hash()}|{sc!r}|{pairs}|{POPULATION_SEED}{tag}".encode()
+    ).hexdigest()[:16]
     path = CACHE / f"bench-{name}-{key}.json"
     if path.is_file():
         cached: dict[str, dict[str, float | None]] = json.loads(path.read_text("utf-8"))
         return name, cached
+    if design != "k3":
+        t = truth(sc, pairs=pairs, design=DESIGNS[design])
+        result = {
+            "population": dict(t["population"]),
+            "independent": dict(t["population"]),
+            "mechanism": dict(t["mechanism"]),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result), encoding="utf-8")
+        return name, result
     study = simulate_study(sc, pairs, seed=POPULATION_SEED)
     summary = estimator.analyze(study, 10, seed=0)
     est = estimator.key_estimates(summary)
@@ -344,6 +377,66 @@ def rule_lines(records: Sequence[Record], interval: str, n: int = 30) -> list[st
     return lines
 
 
+MARGIN_RULE = 0.05
+
+
+def margin_lines(records: Sequence[Record], interval: str) -> list[str]:
+    """The real size of each test at its margin: how often each verdict comes out when
+    the true effect is exactly −δ (scenarios ``margin*``), with Wilson intervals; the
+    rule: ``supported`` and ``no_japanese_deficit`` each at or below 5%."""
+    lines = [
+        f"### Size at the margin (true effect exactly −δ), interval = {interval}",
+        "",
+        "Acceptable when `supported` and `no_japanese_deficit` each come out in at most 5% "
+        "of studies (95% Wilson intervals in brackets).",
+        "",
+        "| scenario | N | studies | H1 supported | H2 supported | no Japanese deficit | rule |",
+        "|---|---:|---:|---|---|---|---|",
+    ]
+    for (scenario, n), recs in _groups(records, interval):
+        if not scenario.startswith("margin"):
+            continue
+        cells, ok = [], True
+        for key, verdict in (("H1", "supported"), ("H2", "supported"), ("H1", NOJD)):
+            k = sum(r[key] == verdict for r in recs)
+            lo, hi = wilson(k, len(recs))
+            cells.append(f"{100 * k / len(recs):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]")
+            ok &= k / len(recs) <= MARGIN_RULE
+        lines.append(
+            f"| {scenario} | {n} | {len(recs)} | " + " | ".join(cells) + f" | "
+            f"{'PASS' if ok else 'FAIL'} |"
+        )
+    return lines
+
+
+NOJD = "no_japanese_deficit"
+
+
+def power_lines(records: Sequence[Record], interval: str) -> list[str]:
+    """H2's power from the whole conjunction rule: the measured ``supported`` rate next to
+    the mean of each study's own predicted power at 10 pp (its summary's
+    ``power.power_at``), for the scenarios with H2 planted."""
+    lines = [
+        f"### H2 power: measured vs predicted by each summary (conjunction), interval = {interval}",
+        "",
+        "| scenario | N | studies | H2 supported (measured) | predicted power at 10 pp "
+        "(mean of the summaries) |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for (scenario, n), recs in _groups(records, interval):
+        if not SCENARIOS[scenario].h2:
+            continue
+        k = sum(r["H2"] == "supported" for r in recs)
+        lo, hi = wilson(k, len(recs))
+        predicted = [float(r["power_h2"]) for r in recs if r.get("power_h2") is not None]
+        mean = f"{100 * float(np.mean(predicted)):.1f}%" if predicted else "–"
+        lines.append(
+            f"| {scenario} | {n} | {len(recs)} | {100 * k / len(recs):.1f}% "
+            f"[{100 * lo:.1f}, {100 * hi:.1f}] | {mean} |"
+        )
+    return lines
+
+
 def _as_estimates(rec: Record) -> dict[str, dict[str, Any]]:
     """A record's [value, lo, hi, why, decision_lo, decision_hi] lists as key estimates.
     Records written before the H2 check was recorded read the trained family's within
@@ -433,6 +526,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write every study's record here")
     parser.add_argument("--quick", action="store_true", help="10 sims, N = 30, B = 200")
     parser.add_argument("--from-json", type=Path, help="print the tables of a saved --json run")
+    parser.add_argument(
+        "--design",
+        choices=sorted(DESIGNS),
+        default="k3",
+        help="k3: one run per drafter at k = 3; committed: both drafters at k = 1..5 "
+        "replayed from one trace (the full study's design)",
+    )
     args = parser.parse_args(argv)
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
@@ -442,6 +542,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.sims, args.sizes, args.bootstrap = 10, "30", 200
     sizes = [int(x) for x in args.sizes.split(",")]
     scenarios = args.scenarios.split(",")
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    if unknown:
+        parser.error(f"unknown scenario {unknown[0]} (one of {', '.join(SCENARIOS)})")
     intervals = tuple(args.intervals.split(","))
     start = time.perf_counter()
     from tokenlens.testing.text import streams
@@ -449,10 +552,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     streams()  # load once before forking
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(args.jobs) as pool:
-        truths = dict(pool.map(_truth, [(s, args.truth_pairs) for s in scenarios]))
+        truths = dict(pool.map(_truth, [(s, args.truth_pairs, args.design) for s in scenarios]))
         t_truth = time.perf_counter() - start
         tasks = [
-            (s, n, i, args.bootstrap, intervals)
+            (s, n, i, args.bootstrap, intervals, args.design)
             for n in sizes
             for s in scenarios
             for i in range(args.sims)
@@ -471,6 +574,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "intervals": list(intervals),
         "jobs": args.jobs,
         "truth_pairs": args.truth_pairs,
+        "design": args.design,
         "wall": time.perf_counter() - start,
         "truth_seconds": t_truth,
     }
@@ -484,9 +588,11 @@ def report(meta: dict[str, Any], truths: dict[str, Any], records: Sequence[Recor
     """Every table, as Markdown."""
     intervals = meta["intervals"]
     per = np.mean([r["seconds"] for r in records])
+    design = meta.get("design", "k3")
     head = (
         f"# bench_verdicts: {meta['sims']} studies per cell, N = {meta['sizes']}, "
-        f"B = {meta['bootstrap']}, intervals {intervals}, {meta['jobs']} processes\n\n"
+        f"B = {meta['bootstrap']}, intervals {intervals}, design {design}, "
+        f"{meta['jobs']} processes\n\n"
         f"wall time {meta['wall'] / 60:.1f} min (truths {meta['truth_seconds']:.0f} s; "
         f"estimator {per:.2f} s per study and interval method, on a shared 2-core machine)\n"
     )
@@ -494,6 +600,8 @@ def report(meta: dict[str, Any], truths: dict[str, Any], records: Sequence[Recor
     for interval in intervals:
         blocks += [
             rule_lines(records, interval),
+            margin_lines(records, interval),
+            power_lines(records, interval),
             verdict_table(records, interval),
             coverage_table(records, truths, interval),
         ]

@@ -302,6 +302,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         list(traces.values()) if size.replay else [],
         bench_dir,
         progress,
+        prompts=corpus,
     )
     lap("analysis")
     stages["total"] = round(sum(stages.values()), 1)
@@ -343,11 +344,15 @@ def finish_study(
     traces: list[Path],
     bench_dir: Path | None,
     progress: Progress = SILENT,
+    prompts: Path | None = None,
 ) -> Finished:
     """The last stage of a study: analysis, its report, FINDINGS.md and index.html.
 
     Shared by :func:`run_demo` and :func:`reanalyze`, so that a study analysed again
-    after an upgrade is written exactly as a fresh one would be.
+    after an upgrade is written exactly as a fresh one would be. ``prompts``: the prompt
+    file the runs traced; when every prompt has a ``tags.domain`` and it is the file the
+    runs were traced from (its SHA-256 in their manifests), the analysis breaks the gap
+    down by domain. FINDINGS.md states the replay checks of ``replay/check.json``.
     """
     # Report making only here (altair, vl-convert): the CLI starts and traces without them.
     from tokenlens.report import write_analyze_report
@@ -356,7 +361,13 @@ def finish_study(
 
     note = smoke_note(size_name)
     analysis = run_analyze(
-        AnalyzeConfig(runs=tuple(runs), out=out / "analysis", bench=bench_dir), progress
+        AnalyzeConfig(
+            runs=tuple(runs),
+            out=out / "analysis",
+            bench=bench_dir,
+            prompts=domain_file(prompts, runs),
+        ),
+        progress,
     )
     report = write_analyze_report(out / "analysis")
     rows = read_results(bench_dir / "results.csv") if bench_dir is not None else None
@@ -365,9 +376,12 @@ def finish_study(
         if bench_dir is not None
         else None
     )
+    check = out / "replay" / "check.json"
+    checks = json.loads(check.read_text(encoding="utf-8")) if check.is_file() else None
     findings = out / "FINDINGS.md"
     findings.write_text(
-        with_note(findings_markdown(analysis.summary, rows, info), note), encoding="utf-8"
+        with_note(findings_markdown(analysis.summary, rows, info, checks), note),
+        encoding="utf-8",
     )
     summary = out / "summary.md"
     index = write_index(
@@ -382,10 +396,34 @@ def finish_study(
     return Finished(analysis, report, findings, index)
 
 
+def domain_file(prompts: Path | None, runs: Sequence[Path]) -> Path | None:
+    """``prompts`` when the runs were traced from it (the SHA-256 their manifests record)
+    and every prompt has a ``tags.domain``; else None (no per-domain breakdown)."""
+    import hashlib
+
+    from tokenlens.prompts import read_prompts
+
+    if prompts is None or not prompts.is_file():
+        return None
+    digest = hashlib.sha256(prompts.read_bytes()).hexdigest()
+    for path in runs:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        corpus = manifest.get("corpus") if isinstance(manifest, dict) else None
+        if not isinstance(corpus, dict) or corpus.get("sha256") != digest:
+            return None
+    for prompt in read_prompts(prompts):
+        tags = prompt.tags if isinstance(prompt.tags, dict) else {}
+        if not isinstance(tags.get("domain"), str):
+            return None
+    return prompts
+
+
 def reanalyze(out: Path, size_name: str, progress: Progress = SILENT) -> DemoResult:
     """Analyse a finished study under ``out`` again from its run directories (after an
     upgrade of the analysis): analysis/, FINDINGS.md and index.html are rewritten; the
-    runs, traces, bench, summary.md and wall.json are left as they are. No vLLM."""
+    runs, traces, bench and wall.json are left as they are; summary.md (the counters of
+    the runs and traces, and replay/check.json's table) is written again, since a check
+    trace may have been added since. No vLLM."""
     size = SIZES[size_name]
 
     def run_dirs(top: Path) -> list[Path]:
@@ -405,7 +443,14 @@ def reanalyze(out: Path, size_name: str, progress: Progress = SILENT) -> DemoRes
     bench_dir = out / "bench" if (out / "bench" / "results.csv").is_file() else None
     check = out / "replay" / "check.json"
     checks = json.loads(check.read_text(encoding="utf-8")) if check.is_file() else []
-    done = finish_study(out, size_name, runs, traces, bench_dir, progress)
+    note = smoke_note(size_name)
+    (out / "summary.md").write_text(
+        summary_markdown(runs, traces if size.replay else [], note, checks), encoding="utf-8"
+    )
+    prompts = out / "prompts.jsonl"
+    if not prompts.is_file() and size.corpus != ALL_CORPORA:
+        prompts = corpora_dir() / f"{size.corpus}.jsonl"
+    done = finish_study(out, size_name, runs, traces, bench_dir, progress, prompts=prompts)
     return DemoResult(
         index=done.index,
         bench=bench_dir,

@@ -648,7 +648,7 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
     manifest = _resumable_manifest(run)
     writer = RunWriter.reopen(run)  # locked before anything is written
     try:
-        return _resume_into(writer, manifest, run, progress)
+        return _resume_into(writer, manifest, run, progress, start)
     except OSError as exc:  # a full disk, a permission: one line; resuming again continues
         raise TokenlensError(
             f"{os_error_line(exc)} — {run} stays partial; {continue_hint(run, manifest)}"
@@ -658,7 +658,11 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
 
 
 def _resume_into(
-    writer: RunWriter, manifest: dict[str, Any], run: Path, progress: Progress
+    writer: RunWriter,
+    manifest: dict[str, Any],
+    run: Path,
+    progress: Progress,
+    start: StartBackend = Engine,
 ) -> Path:
     """:func:`resume_trace` inside the locked run directory."""
     config = config_from_json(manifest["trace_config"], run)

@@ -31,6 +31,7 @@ never vary (a zero-width interval would read as certainty).
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -192,6 +193,14 @@ class Resampler:
             unit,
             decision_level,
         )
+
+    def restricted(self, rows: Mask) -> Resampler:
+        """The same replicates for a subset of the rows (``frame[rows]``): every cluster
+        keeps its weights, so a figure of the subset is resampled exactly as it is
+        inside the whole analysis (the per-k verdicts, docs/analysis.md)."""
+        out = copy.copy(self)
+        out.cluster = self.cluster[rows]
+        return out
 
     # -- totals ---------------------------------------------------------------------
     def totals(self, values: F64, group: I64, n_groups: int, rows: Mask) -> Totals:

@@ -10,6 +10,10 @@ Two denominators (docs/analysis.md):
   conditional per-position rate (a_p / a_(p-1)). Rows after a step's first rejection
   were never compared with the target and have no class.
 
+Per-position figures (:func:`positions`) exist only per run configuration (method, k):
+a position exists only in runs with k above it, so pooling runs of different k would
+count the steps of a k = 1 run as rejections at position 4 (the first version did).
+
 Groups with fewer than ``min_count`` rows are kept (with their interval) but flagged
 ``sparse``: tables mark them, decompositions and verdicts leave them out.
 """
@@ -43,7 +47,6 @@ BREAKDOWNS = (
     Breakdown("by_boundary", "boundary", "judged"),
     Breakdown("by_transition", "transition", "judged"),
     Breakdown("by_word_initial", "morph_initial", "judged"),
-    Breakdown("by_position_conditional", "position", "judged"),
     Breakdown("by_output_position", "output_bucket", "judged"),
     Breakdown("by_bpe_rank", "rank_bucket", "judged"),
     Breakdown("by_confidence", "conf_bucket", "judged"),
@@ -144,25 +147,62 @@ def per_lang(
 def by_position(
     frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """vLLM's per-position acceptance a_p: accepted at position p / number of drafts.
+    """Accepted at position p / number of drafts (verification steps): vLLM's per-position
+    counter over its ``num_drafts``, whose sum over p is the mean number of accepted
+    tokens per step (the speed model's a_p). ``rows`` must be one run configuration.
 
-    A draft (verification step) has a position-0 row; n-gram steps may propose fewer
-    than k tokens, so dividing by the rows at position p would overstate a_p.
+    A draft has a position-0 row; a step that proposed fewer than k tokens (n-gram near
+    the end of its match) counts in the denominator of every position.
     """
     drafts = rows & (frame["position"].to_numpy() == 0)
     return rates(frame, rs, "position", rows, min_count, denominator=drafts)
 
 
-def text_per_step(frame: pd.DataFrame, rs: Resampler) -> dict[str, dict[str, dict[str, Any]]]:
-    """Accepted tokens, characters and UTF-8 bytes per verification step, per language.
+def positions(
+    frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
+) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, dict[str, Any]]]]:
+    """Acceptance by draft position of one run configuration (method, k): unconditional
+    and conditional, both over the steps that actually proposed a draft at p.
+
+    - unconditional: accepted at p / steps with a draft at p (position p accepted implies
+      0..p-1 accepted); each entry also has ``per_draft`` (accepted at p / all steps of
+      the run, vLLM's per-position counter over ``num_drafts``) and ``drafts`` (those
+      steps): the two differ only where steps proposed fewer than k drafts;
+    - conditional: accepted at p / steps that reached p (0..p-1 accepted, a draft at p):
+      the judged rows at p, classified or not.
+
+    ``rows`` must select runs of one configuration: positions of runs with different k
+    are different quantities.
+    """
+    unconditional = rates(frame, rs, "position", rows, min_count)
+    per_draft = by_position(frame, rs, rows, min_count)
+    lcode, langs = lang_codes(frame)
+    first = rows & (frame["position"].to_numpy() == 0)
+    steps = np.bincount(lcode[first & (lcode >= 0)], minlength=len(langs))
+    for li, lang in enumerate(langs):
+        for p, entry in unconditional.get(lang, {}).items():
+            other = per_draft.get(lang, {}).get(p) or {}
+            entry["per_draft"] = other.get("rate")
+            entry["drafts"] = int(steps[li])
+    reached = rows & frame["judged"].to_numpy(dtype=bool)
+    conditional = rates(frame, rs, "position", reached, min_count)
+    return unconditional, conditional
+
+
+def text_per_step(
+    frame: pd.DataFrame, rs: Resampler, rows: Mask | None = None
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Accepted tokens, characters and UTF-8 bytes per verification step, per language,
+    over ``rows`` (default: every row).
 
     A step is one (request, step) pair; every step has a position-0 row. Japanese
     carries ~1.5 characters per Qwen token and English ~4, so the same token
-    acceptance means very different text speed: this is the figure to compare.
+    acceptance means very different text speed: this is the figure to compare. It
+    depends on k: read it per run.
     """
     lcode, langs = lang_codes(frame)
     accepted = frame["accepted"].to_numpy(dtype=bool)
-    all_rows = np.ones(len(frame), dtype=bool)
+    all_rows = np.ones(len(frame), dtype=bool) if rows is None else rows
     steps = rs.totals(
         (frame["position"].to_numpy() == 0).astype(np.float64), lcode, len(langs), all_rows
     )
@@ -178,8 +218,10 @@ def text_per_step(frame: pd.DataFrame, rs: Resampler) -> dict[str, dict[str, dic
             point, boot = num.point / steps.point, num.boot / steps.boot
         lo, hi = rs.interval(point, boot, g, h)
         for li, lang in enumerate(langs):
+            if steps.point[li] == 0:
+                continue
             out[lang][name] = estimate(point[li], lo[li], hi[li], int(steps.point[li])).to_json()
-    return out
+    return {lang: block for lang, block in out.items() if block}
 
 
 def _filled(frame: pd.DataFrame, column: str) -> npt.NDArray[np.float64]:

@@ -303,4 +303,12 @@ def did(
         point, boot = fn(num.point, den.point), fn(num.boot, den.boot)
     for i, name in enumerate(("difference", "within_trained", "within_training_free")):
         base[name] = _est(point, boot, rs, g, h, n_total, i)
+    # H2's rule reads the difference and the trained drafters' within gap together: its
+    # power needs how the two move together across replicates (they share the trained
+    # drafter's rows).
+    ok = np.isfinite(boot[:, 0]) & np.isfinite(boot[:, 1])
+    corr = None
+    if ok.sum() > 2 and np.std(boot[ok, 0]) > 0 and np.std(boot[ok, 1]) > 0:
+        corr = as_float(np.corrcoef(boot[ok, 0], boot[ok, 1])[0, 1])
+    base["correlation"] = {"difference_within_trained": corr}
     return base

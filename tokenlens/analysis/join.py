@@ -40,6 +40,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenlens.analysis.rejections import classify_rejections
 from tokenlens.arrays import F64, I64
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import normalise_lang
@@ -170,6 +171,20 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
     draft_text = vocab.texts(draft).astype(object)
     draft_text[draft < 0] = None
     frame["draft_text"] = pd.array(draft_text, "string")
+    accepted = frame["accepted"].to_numpy(dtype=bool)
+    kind, draft_partial, emitted_partial = classify_rejections(
+        vocab.token_bytes,
+        flat_ids,
+        offsets,
+        req_index,
+        out_idx,
+        draft,
+        emitted,
+        (emitted >= 0) & ~accepted,
+    )
+    frame["rejection_kind"] = pd.Categorical(kind, categories=["split", "text", "unknown"])
+    frame["draft_partial"] = pd.array(draft_partial, "boolean")
+    frame["emitted_partial"] = pd.array(emitted_partial, "boolean")
     _add_confidence(frame, req, flat_pos, draft, len(flat_ids))
     frame["output_bucket"] = bucket(
         np.where(has_out, out_idx, np.nan).astype(np.float64), OUTPUT_EDGES, OUTPUT_LABELS

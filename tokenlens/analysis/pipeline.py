@@ -26,18 +26,22 @@ from tokenlens import __version__
 from tokenlens.analysis.bootstrap import DEFAULT_METHOD, LEVEL, METHODS, Resampler
 from tokenlens.analysis.breakdown import (
     BREAKDOWNS,
-    by_position,
     group_codes,
     per_lang,
+    positions,
     rates,
     row_mask,
     text_per_step,
 )
+from tokenlens.analysis.classes import class_gaps
 from tokenlens.analysis.decompose import CONF_BINS, Support, decompose, has_pair
+from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.inputs import validate_inputs
 from tokenlens.analysis.join import join_run, output_texts
+from tokenlens.analysis.rejections import rejection_section
+from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
@@ -47,8 +51,10 @@ from tokenlens.analysis.verdicts import (
     TRAINED,
     Rules,
     compute_parts,
+    configurations,
     decide,
     families,
+    rules_identity,
 )
 from tokenlens.capture.reconcile import reconciliation
 from tokenlens.errors import TokenlensError
@@ -88,6 +94,11 @@ class AnalyzeConfig:
     allow_partial: bool = False
     allow_unreconciled: bool = False
     overwrite: bool = False
+    # A prompt file whose tags.domain gives each prompt's domain (the per-domain gaps).
+    prompts: Path | None = None
+    # The sections no verdict reads (per-class differences, per-k verdicts, domains,
+    # rejections): the test bed leaves them out to measure the verdicts faster.
+    details: bool = True
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,9 @@ class RunInfo:
     replayed_from: str | None = None
     # Why no verdict may rest on this run (an approximate replay nothing vouches for).
     unvouched: str | None = None
+    # Where the run's numbers come from (dtype, weights, the trace a replay came from):
+    # written into its runs[] section for FINDINGS' provenance (:func:`provenance`).
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeResult:
@@ -126,6 +140,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         raise TokenlensError(f"--interval must be one of {', '.join(METHODS)}")
     if not 0.0 < config.alpha < 0.5:
         raise TokenlensError(f"--alpha must lie between 0 and 0.5 (got {config.alpha:g})")
+    domains = _prompt_domains(config)  # before validate_inputs creates --out
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
@@ -159,12 +174,15 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
                 },
                 replayed_from=str(replayed) if replayed else None,
                 unvouched=unvouched(run.manifest),
+                provenance=provenance(run.manifest),
             )
         )
         progress.advance()
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     for name in ("run", "method"):
         frame[name] = frame[name].astype("category")
+    if domains is not None:
+        frame["domain"] = pd.Categorical(frame["prompt_id"].astype(str).map(domains))
     if frame.empty:
         raise TokenlensError("the runs hold no draft events (was speculative decoding on?)")
     progress.stage("statistics")
@@ -184,6 +202,63 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     write_tables(load_summary(summary_path), tables_path)
     progress.close()
     return AnalyzeResult(tokens_path, outputs_path, summary_path, tables_path, summary)
+
+
+def provenance(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run's numbers rest on, from its manifest: the dtype it ran in, the weights
+    of embedded models (quantized GGUFs, dequantized), and for a replay the trace it was
+    replayed from (by directory name and signature)."""
+    from tokenlens.models.embedded import lookup
+
+    trace = manifest.get("trace_config")
+    dtype = manifest.get("dtype") or (trace.get("dtype") if isinstance(trace, dict) else None)
+    models = []
+    for key in manifest.get("embedded_models") or []:
+        model = lookup(str(key))
+        if model is not None:
+            models.append(
+                {
+                    "key": model.key,
+                    "role": model.role,
+                    "weights": f"{model.upstream}, dequantized to float32 (models/gguf_to_hf.py)",
+                }
+            )
+    source = manifest.get("replay_source")
+    return {
+        "dtype": str(dtype) if dtype else None,
+        "models": models,
+        "replay_source": Path(str(source)).name if source else None,
+    }
+
+
+def _prompt_domains(config: AnalyzeConfig) -> dict[str, str] | None:
+    """``{prompt_id: domain}`` from ``tags.domain`` of ``config.prompts`` (None without
+    one), refused in one line when a prompt of the runs has none. Reads only the runs'
+    ``prompt_id`` column: a run that cannot be read is left to the input checks."""
+    path = config.prompts
+    if path is None:
+        return None
+    if not path.is_file():
+        raise TokenlensError(f"--prompts {path}: no such file")
+    from tokenlens.prompts import read_prompts
+
+    domain: dict[str, str] = {}
+    for prompt in read_prompts(path):
+        tags = prompt.tags if isinstance(prompt.tags, dict) else {}
+        if isinstance(tags.get("domain"), str):
+            domain[prompt.id] = tags["domain"]
+    for run in config.runs:
+        try:
+            ids = pq.read_table(run / "requests.parquet", columns=["prompt_id"])
+        except (OSError, KeyError, pa.ArrowException):
+            continue
+        missing = sorted({str(x) for x in ids.column("prompt_id").to_pylist()} - set(domain))
+        if missing:
+            raise TokenlensError(
+                f"--prompts {path}: no tags.domain for prompt {missing[0]!r} of run {run.name} "
+                f"({len(missing)} prompts without one)"
+            )
+    return domain
 
 
 def _draft_costs(config: AnalyzeConfig, methods: set[str]) -> dict[str, tuple[float, str]]:
@@ -236,9 +311,12 @@ def summarize(
         method=config.interval,
         decision_level=rules.decision_level,
     )
-    all_rows = row_mask(frame, "all")
     judged = row_mask(frame, "judged")
     parts = compute_parts(frame, rs, config.support)
+    fams = families(frame)
+    scope_name = TRAINED if TRAINED in fams else FREE
+    scope = fams.get(scope_name, np.ones(len(frame), dtype=bool))
+    configs = configurations(frame, scope)
     out: dict[str, Any] = {
         **stamp(ANALYSIS),
         "signature": None,
@@ -254,21 +332,38 @@ def summarize(
             "confidence_bins": CONF_BINS,
             "support": config.support.to_json(),
             **rules.to_json(),
+            "rules_hash": rules_identity(rules, config.support),
         },
+        "scope": _scope(frame, scope_name, scope, configs),
         "prompts": parts.prompts,
-        "acceptance": per_lang(frame, rs, all_rows, config.min_count),
-        "acceptance_judged": per_lang(frame, rs, judged, config.min_count),
-        "by_position": by_position(frame, rs, all_rows, config.min_count),
+        "acceptance": per_lang(frame, rs, scope, config.min_count),
+        "acceptance_judged": per_lang(frame, rs, judged & scope, config.min_count),
     }
+    unconditional, conditional = (
+        positions(frame, rs, scope, config.min_count) if len(configs) == 1 else ({}, {})
+    )
+    out["by_position"] = unconditional
     for b in BREAKDOWNS:
         if b.column in frame:
-            rows = all_rows if b.rows == "all" else judged
+            rows = scope if b.rows == "all" else judged & scope
             out[b.name] = rates(frame, rs, b.column, rows, config.min_count)
-    out["text_per_step"] = text_per_step(frame, rs)
+    out["by_position_conditional"] = conditional
+    out["text_per_step"] = text_per_step(frame, rs, scope)
     out["families"] = parts.families
     out["h2_contrast"] = parts.contrast
     out["gap"] = _gap_section(frame, rs, judged, config)
     out["hypotheses"] = refuse_unvouched(decide(frame, rs, rules, parts), infos)
+    if config.details:
+        add_sensitivity(out["hypotheses"], frame, rs, rules, config.support, parts)
+        out["classes"] = class_gaps(frame, rs, fams, judged, config.support, config.min_count)
+        out["rejections"] = rejection_section(frame, rs, fams)
+        if "domain" in frame:
+            pooled = {name: block.get("gap_judged") for name, block in parts.families.items()}
+            # the file's name, not its path: summary.json travels (committed samples)
+            source = f"tags.domain of {config.prompts.name}" if config.prompts else "tags.domain"
+            out["domains"] = domain_section(
+                frame, rs, fams, judged, pooled, rules, config.seed, source
+            )
     out["runs"] = [
         _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
@@ -294,6 +389,45 @@ def refuse_unvouched(hypotheses: dict[str, Any], infos: Sequence[RunInfo]) -> di
             ).strip(),
         }
     return out
+
+
+def _scope(
+    frame: pd.DataFrame, family: str, mask: np.ndarray[Any, Any], configs: list[list[Any]]
+) -> dict[str, Any]:
+    """What the per-language sections at the top of summary.json cover, and why.
+
+    They exist for the outside contract (``acceptance``, ``by_script``, ``by_pos``,
+    ``by_position`` per language) and describe one drafter family, never two: pooling
+    the n-gram and trained runs would turn each method's share of rows into a figure of
+    no configuration anyone runs. Within the family every run given is pooled; per-run
+    figures are in ``runs[]``, per-family ones in ``families``.
+    """
+    runs = sorted(set(frame["run"].astype(str).to_numpy()[mask]))
+    ks = sorted({int(k) for _, k in configs})
+    if len(configs) == 1:
+        note = "one run configuration: nothing is pooled across drafters or k."
+    else:
+        note = (
+            f"pooled over the {family.replace('_', '-')} family's runs at k = "
+            + ", ".join(str(k) for k in ks)
+            + ": the judged-position figures (acceptance_judged, the by_* class "
+            "breakdowns) as the verdicts read them; vLLM's all-draft-token rate "
+            "(acceptance) and text_per_step depend on k, so read them per run (runs[]); "
+            "by_position and by_position_conditional exist per run only (runs[])."
+        )
+    others = sorted(set(frame["run"].astype(str).to_numpy()[~mask]))
+    return {
+        "family": family,
+        "runs": runs,
+        "configurations": configs,
+        "left_out": others,
+        "note": note
+        + (
+            f" The other drafter family's runs ({', '.join(others)}) are in families and runs[]."
+            if others
+            else ""
+        ),
+    }
 
 
 def _gap_section(
@@ -344,7 +478,7 @@ def _run_section(
     sub_judged = mine & row_mask(frame, "judged")
     acceptance = per_lang(frame, rs, mine, config.min_count)
     judged_rate = per_lang(frame, rs, sub_judged, config.min_count)
-    positions = by_position(frame, rs, mine, config.min_count)
+    unconditional, conditional = positions(frame, rs, mine, config.min_count)
     section: dict[str, Any] = {
         "label": info.label,
         "path": info.path,
@@ -357,7 +491,10 @@ def _run_section(
         "reconciliation": {**(info.reconciliation or {"matches": None}), "vllm": info.metrics},
         "acceptance": acceptance,
         "acceptance_judged": judged_rate,
-        "by_position": positions,
+        "by_position": unconditional,
+        "by_position_conditional": conditional,
+        "text_per_step": text_per_step(frame, rs, mine),
+        **info.provenance,
     }
     if has_pair(frame, mine):
         section["gap"] = gap(frame, rs, mine)
@@ -370,7 +507,11 @@ def _run_section(
     first = frame["position"].to_numpy() == 0
     speed = {}
     for lang, block in acceptance.items():
-        curve = [positions[lang].get(str(p), {}).get("rate") or 0.0 for p in range(info.k)]
+        # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
+        curve = [
+            unconditional.get(lang, {}).get(str(p), {}).get("per_draft") or 0.0
+            for p in range(info.k)
+        ]
         steps = int((mine & first & (lang_of == lang)).sum())
         tps = 1.0 + block["accepted"] / steps if steps else None
         iid = (judged_rate.get(lang) or {}).get("rate") or 0.0
@@ -402,4 +543,8 @@ def _signature(infos: Sequence[RunInfo], config: AnalyzeConfig) -> str:
     merged["bootstrap"] = f"{config.n_boot},seed{config.seed}"
     merged["interval"] = config.interval
     merged["cluster"] = "prompt"
+    # The frozen rule set (δ, α, minimum prompts, support, the rules' code): a verdict
+    # names the rules it was read by.
+    rules = Rules(delta=config.delta, min_prompts=config.min_prompts, alpha=config.alpha)
+    merged["rules"] = rules_identity(rules, config.support)
     return make_signature(merged)

@@ -163,6 +163,7 @@ class Settings:
     min_prompts: int | None = None
     alpha: float | None = None  # None: written before decision intervals (read at 95%)
     decision_level: float | None = None
+    rules_hash: str | None = None  # the frozen rule set (also in the signature as rules:)
 
     @classmethod
     def parse(cls, data: Any) -> Settings:
@@ -178,6 +179,7 @@ class Settings:
             min_prompts=_int(d.get("min_prompts")),
             alpha=_float(d.get("alpha")),
             decision_level=_float(d.get("decision_level")),
+            rules_hash=_str(d.get("rules_hash")),
         )
 
 
@@ -230,14 +232,32 @@ class Split:
         return value if isinstance(value, Estimate) else None
 
 
+def _configs(data: Any) -> tuple[tuple[str, int], ...]:
+    """``[[method, k], ...]`` as pairs (entries of another shape left out)."""
+    out = []
+    for item in data if isinstance(data, list) else []:
+        if isinstance(item, list) and len(item) == 2 and _int(item[1]) is not None:
+            out.append((str(item[0]), int(item[1])))
+    return tuple(out)
+
+
+def _strs(data: Any) -> tuple[str, ...]:
+    return tuple(str(x) for x in data) if isinstance(data, list) else ()
+
+
 @dataclass(frozen=True)
 class Family:
-    """One drafter family (``trained`` or ``training_free``) pooled over its runs."""
+    """One drafter family (``trained`` or ``training_free``) pooled over its runs
+    (``configurations``: the (method, k) of each)."""
 
     name: str
     gap_judged: Estimate | None = None
     gap_all: Estimate | None = None
     confidence: Split | None = None
+    runs: tuple[str, ...] = ()
+    configurations: tuple[tuple[str, int], ...] = ()
+    acceptance: dict[str, Rate] = field(default_factory=dict)
+    acceptance_judged: dict[str, Rate] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, name: str, data: Any) -> Family:
@@ -247,7 +267,15 @@ class Family:
             gap_judged=Estimate.parse(d.get("gap_judged")),
             gap_all=Estimate.parse(d.get("gap_all")),
             confidence=Split.parse(d.get("confidence")),
+            runs=_strs(d.get("runs")),
+            configurations=_configs(d.get("configurations")),
+            acceptance=_rates(d.get("acceptance")),
+            acceptance_judged=_rates(d.get("acceptance_judged")),
         )
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        return tuple(sorted({k for _, k in self.configurations}))
 
 
 @dataclass(frozen=True)
@@ -382,17 +410,120 @@ class Check:
 @dataclass(frozen=True)
 class Power:
     """The minimum detectable effect and the prompts per language an effect of each
-    size (the key, as written: ``"0.05"``) needs."""
+    size (the key, as written: ``"0.05"``) needs; ``rule`` says what it models (H2:
+    the whole conjunction), ``power_at`` the power at each size now."""
 
     mde: float | None = None
     prompts_needed: dict[str, int | None] = field(default_factory=dict)
+    rule: str | None = None
+    power_at: dict[str, float | None] = field(default_factory=dict)
+    mde_effect_alone: float | None = None
 
     @classmethod
     def parse(cls, data: Any) -> Power | None:
         if not isinstance(data, Mapping) or not data:
             return None
         needed = {str(k): _int(v) for k, v in _map(data.get("prompts_needed")).items()}
-        return cls(mde=_float(data.get("mde")), prompts_needed=needed)
+        return cls(
+            mde=_float(data.get("mde")),
+            prompts_needed=needed,
+            rule=_str(data.get("rule")),
+            power_at={str(k): _float(v) for k, v in _map(data.get("power_at")).items()},
+            mde_effect_alone=_float(data.get("mde_effect_alone")),
+        )
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One figure of a sensitivity entry: its value and the interval the rule read."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
+    not_estimable: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Reading | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return cls(
+            value=_float(data.get("value")),
+            ci_low=_float(data.get("ci_low")),
+            ci_high=_float(data.get("ci_high")),
+            decision_low=_float(data.get("decision_low")),
+            decision_high=_float(data.get("decision_high")),
+            not_estimable=_str(data.get("not_estimable")),
+        )
+
+
+@dataclass(frozen=True)
+class PerK:
+    """A verdict of one k's runs alone, judged and on vLLM's all-token rate."""
+
+    runs: tuple[str, ...] = ()
+    verdict: str | None = None
+    verdict_all_tokens: str | None = None
+    gap: Reading | None = None
+    gap_all: Reading | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> PerK:
+        d = _map(data)
+        return cls(
+            runs=_strs(d.get("runs")),
+            verdict=_str(d.get("verdict")),
+            verdict_all_tokens=_str(d.get("verdict_all_tokens")),
+            gap=Reading.parse(d.get("gap")),
+            gap_all=Reading.parse(d.get("gap_all")),
+        )
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """How a verdict moves with δ, with the all-token gap, per k, and under the first
+    rules' 95% reading (docs/analysis.md). ``flip_below``/``flip_above``: (δ, verdict)
+    where it changes nearest to the rule's δ."""
+
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    delta: float | None = None
+    flip_below: tuple[float, str] | None = None
+    flip_above: tuple[float, str] | None = None
+    all_tokens: str | None = None
+    all_tokens_gap: Reading | None = None
+    per_k: dict[str, PerK] = field(default_factory=dict)
+    previous: str | None = None
+    previous_level: float | None = None
+    previous_note: str | None = None
+    not_computed: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Sensitivity | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        flip = _map(data.get("flip"))
+
+        def point(side: str) -> tuple[float, str] | None:
+            at = _map(flip.get(side))
+            d, v = _float(at.get("delta")), _str(at.get("verdict"))
+            return (d, v) if d is not None and v is not None else None
+
+        all_tokens = _map(data.get("all_tokens"))
+        previous = _map(data.get("previous_rule"))
+        return cls(
+            raw=data,
+            delta=_float(flip.get("delta")),
+            flip_below=point("below"),
+            flip_above=point("above"),
+            all_tokens=_str(all_tokens.get("verdict")),
+            all_tokens_gap=Reading.parse(all_tokens.get("gap")),
+            per_k={str(k): PerK.parse(v) for k, v in _map(data.get("per_k")).items()},
+            previous=_str(previous.get("verdict")),
+            previous_level=_float(previous.get("level")),
+            previous_note=_str(previous.get("note")),
+            not_computed=_str(data.get("not_computed")),
+        )
 
 
 @dataclass(frozen=True)
@@ -413,6 +544,9 @@ class Hypothesis:
     caveat: str | None = None
     decision_low: float | None = None
     decision_high: float | None = None
+    statement: str | None = None  # the verdict worded against its margin
+    scope: str | None = None  # the rows and runs it read
+    sensitivity: Sensitivity | None = None
 
     @classmethod
     def parse(cls, data: Any) -> Hypothesis:
@@ -432,6 +566,9 @@ class Hypothesis:
             caveat=_str(d.get("caveat")),
             decision_low=_float(d.get("decision_low")),
             decision_high=_float(d.get("decision_high")),
+            statement=_str(d.get("statement")),
+            scope=_str(d.get("scope")),
+            sensitivity=Sensitivity.parse(d.get("sensitivity")),
         )
 
     @property
@@ -484,11 +621,28 @@ class RunSummary:
     gap: Estimate | None = None
     draft_cost_source: str | None = None
     speed: dict[str, SpeedModel] = field(default_factory=dict)  # by language
+    acceptance_judged: dict[str, Rate] = field(default_factory=dict)
+    # {lang: {position: Rate}}: over the steps that proposed a draft at p
+    by_position: dict[str, dict[str, Rate]] = field(default_factory=dict)
+    by_position_conditional: dict[str, dict[str, Rate]] = field(default_factory=dict)
+    # {lang: {position: accepted at p / all drafts}} (vLLM's counter over num_drafts)
+    per_draft: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    text_per_step: dict[str, dict[str, Estimate]] = field(default_factory=dict)
+    dtype: str | None = None
+    replay_source: str | None = None
+    replayed_from: str | None = None
+    models: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def parse(cls, data: Any) -> RunSummary:
         d = _map(data)
         speed = _map(d.get("speed"))
+        positions = {str(lang): _rates(v) for lang, v in _map(d.get("by_position")).items()}
+        per_draft = {
+            str(lang): {str(p): _float(_map(e).get("per_draft")) for p, e in _map(v).items()}
+            for lang, v in _map(d.get("by_position")).items()
+        }
+        models = d.get("models")
         return cls(
             label=_str(d.get("label")),
             path=_str(d.get("path")),
@@ -502,6 +656,323 @@ class RunSummary:
             gap=Estimate.parse(d.get("gap")),
             draft_cost_source=_str(speed.get("draft_cost_source")),
             speed={str(k): SpeedModel.parse(v) for k, v in _map(speed.get("by_lang")).items()},
+            acceptance_judged=_rates(d.get("acceptance_judged")),
+            by_position=positions,
+            by_position_conditional={
+                str(lang): _rates(v) for lang, v in _map(d.get("by_position_conditional")).items()
+            },
+            per_draft=per_draft,
+            text_per_step={
+                str(lang): _estimates(v) for lang, v in _map(d.get("text_per_step")).items()
+            },
+            dtype=_str(d.get("dtype")),
+            replay_source=_str(d.get("replay_source")),
+            replayed_from=_str(d.get("replayed_from")),
+            models=tuple(m for m in models if isinstance(m, Mapping))
+            if isinstance(models, list)
+            else (),
+        )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the per-language sections at the top of summary.json cover: one drafter
+    family (``family``), its runs and their (method, k); ``note`` says what is pooled."""
+
+    family: str | None = None
+    runs: tuple[str, ...] = ()
+    configurations: tuple[tuple[str, int], ...] = ()
+    left_out: tuple[str, ...] = ()
+    note: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Scope | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return cls(
+            family=_str(data.get("family")),
+            runs=_strs(data.get("runs")),
+            configurations=_configs(data.get("configurations")),
+            left_out=_strs(data.get("left_out")),
+            note=_str(data.get("note")),
+        )
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A JA − EN difference of one class: 95% interval, p, Holm p and the Bonferroni
+    (simultaneous) interval within its family of comparisons."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    p: float | None = None
+    p_holm: float | None = None
+    adjusted_low: float | None = None
+    adjusted_high: float | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Difference | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return cls(
+            value=_float(data.get("value")),
+            ci_low=_float(data.get("ci_low")),
+            ci_high=_float(data.get("ci_high")),
+            n=_int(data.get("n")),
+            p=_float(data.get("p")),
+            p_holm=_float(data.get("p_holm")),
+            adjusted_low=_float(data.get("adjusted_low")),
+            adjusted_high=_float(data.get("adjusted_high")),
+        )
+
+
+@dataclass(frozen=True)
+class ClassEntry:
+    """One class of a declared breakdown: ``status`` is ``compared``, ``only_ja``,
+    ``only_en`` (one language fills it: not compared) or ``sparse``."""
+
+    cls: str | None = None
+    status: str | None = None
+    rows_ja: int | None = None
+    rows_en: int | None = None
+    prompts_ja: int | None = None
+    prompts_en: int | None = None
+    rate_ja: Rate | None = None
+    rate_en: Rate | None = None
+    difference: Difference | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> ClassEntry:
+        d = _map(data)
+        return cls(
+            cls=_str(d.get("class")),
+            status=_str(d.get("status")),
+            rows_ja=_int(d.get("rows_ja")),
+            rows_en=_int(d.get("rows_en")),
+            prompts_ja=_int(d.get("prompts_ja")),
+            prompts_en=_int(d.get("prompts_en")),
+            rate_ja=Rate.parse(d.get("rate_ja")),
+            rate_en=Rate.parse(d.get("rate_en")),
+            difference=Difference.parse(d.get("difference")),
+        )
+
+
+@dataclass(frozen=True)
+class ClassTable:
+    """One family of comparisons: a drafter family x a breakdown."""
+
+    column: str | None = None
+    comparisons: int | None = None
+    adjusted_level: float | None = None
+    classes: tuple[ClassEntry, ...] = ()
+
+    @classmethod
+    def parse(cls, data: Any) -> ClassTable:
+        d = _map(data)
+        classes = d.get("classes")
+        return cls(
+            column=_str(d.get("column")),
+            comparisons=_int(d.get("comparisons")),
+            adjusted_level=_float(d.get("adjusted_level")),
+            classes=tuple(ClassEntry.parse(c) for c in classes)
+            if isinstance(classes, list)
+            else (),
+        )
+
+
+@dataclass(frozen=True)
+class ClassFamily:
+    runs: tuple[str, ...] = ()
+    ks: tuple[int, ...] = ()
+    by: dict[str, ClassTable] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any) -> ClassFamily:
+        d = _map(data)
+        ks = d.get("ks")
+        return cls(
+            runs=_strs(d.get("runs")),
+            ks=tuple(int(k) for k in ks if _int(k) is not None) if isinstance(ks, list) else (),
+            by={str(k): ClassTable.parse(v) for k, v in _map(d.get("by")).items()},
+        )
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The declared class breakdowns as JA − EN differences, per drafter family."""
+
+    adjustment: str | None = None
+    level: float | None = None
+    family_of_comparisons: str | None = None
+    families: dict[str, ClassFamily] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any) -> Classes | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return cls(
+            adjustment=_str(data.get("adjustment")),
+            level=_float(data.get("level")),
+            family_of_comparisons=_str(data.get("family_of_comparisons")),
+            families={str(k): ClassFamily.parse(v) for k, v in _map(data.get("families")).items()},
+        )
+
+
+@dataclass(frozen=True)
+class Share:
+    """A share of rejections (``count`` of ``n``) with its interval."""
+
+    share: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    count: int | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Share | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return cls(
+            share=_float(data.get("share")),
+            ci_low=_float(data.get("ci_low")),
+            ci_high=_float(data.get("ci_high")),
+            n=_int(data.get("n")),
+            count=_int(data.get("count")),
+        )
+
+
+REJECTION_SHARES = ("split", "text", "draft_partial", "emitted_partial")
+
+
+@dataclass(frozen=True)
+class RejectionFamily:
+    """Rejections of one drafter family: counts per language, the share of each kind and
+    flag per language, and the JA − EN difference of the split share."""
+
+    runs: tuple[str, ...] = ()
+    rejections: dict[str, int] = field(default_factory=dict)
+    unknown: dict[str, int] = field(default_factory=dict)
+    shares: dict[str, dict[str, Share]] = field(default_factory=dict)  # {kind: {lang: Share}}
+    split_gap: Estimate | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> RejectionFamily:
+        d = _map(data)
+        shares = {}
+        for kind in REJECTION_SHARES:
+            block = {}
+            for lang, v in _map(d.get(kind)).items():
+                share = Share.parse(v)
+                if share is not None:
+                    block[str(lang)] = share
+            shares[kind] = block
+        counts = {str(k): v for k, v in _map(d.get("rejections")).items() if _int(v) is not None}
+        unknown = {str(k): v for k, v in _map(d.get("unknown")).items() if _int(v) is not None}
+        return cls(
+            runs=_strs(d.get("runs")),
+            rejections=counts,
+            unknown=unknown,
+            shares=shares,
+            split_gap=Estimate.parse(d.get("split_gap")),
+        )
+
+
+@dataclass(frozen=True)
+class DomainGap:
+    """The judged gap of one domain: 95% interval, the decision and the
+    Bonferroni-adjusted decision interval, and the reading against −δ on the latter."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    pairs: int | None = None
+    rate_ja: float | None = None
+    rate_en: float | None = None
+    adjusted_low: float | None = None
+    adjusted_high: float | None = None
+    reading: str | None = None
+    not_estimable: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> DomainGap:
+        d = _map(data)
+        return cls(
+            value=_float(d.get("value")),
+            ci_low=_float(d.get("ci_low")),
+            ci_high=_float(d.get("ci_high")),
+            n=_int(d.get("n")),
+            pairs=_int(d.get("pairs")),
+            rate_ja=_float(d.get("rate_ja")),
+            rate_en=_float(d.get("rate_en")),
+            adjusted_low=_float(d.get("adjusted_low")),
+            adjusted_high=_float(d.get("adjusted_high")),
+            reading=_str(d.get("reading")),
+            not_estimable=_str(d.get("not_estimable") or d.get("no_interval")),
+        )
+
+
+@dataclass(frozen=True)
+class Heterogeneity:
+    test: str | None = None
+    statistic: str | None = None
+    why: str | None = None
+    p: float | None = None
+    spread: float | None = None
+    chance_spread: float | None = None
+    permutations: int | None = None
+    domains: int | None = None
+    pairs: int | None = None
+    not_estimable: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Heterogeneity | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return cls(
+            test=_str(data.get("test")),
+            statistic=_str(data.get("statistic")),
+            why=_str(data.get("why")),
+            p=_float(data.get("p")),
+            spread=_float(data.get("spread")),
+            chance_spread=_float(data.get("chance_spread")),
+            permutations=_int(data.get("permutations")),
+            domains=_int(data.get("domains")),
+            pairs=_int(data.get("pairs")),
+            not_estimable=_str(data.get("not_estimable")),
+        )
+
+
+@dataclass(frozen=True)
+class DomainFamily:
+    adjusted_level: float | None = None
+    domains: dict[str, DomainGap] = field(default_factory=dict)
+    pooled: Estimate | None = None
+    pooled_reading: str | None = None
+    departures: tuple[str, ...] = ()  # domain names
+    concerns: tuple[str, ...] = ()
+    heterogeneity: Heterogeneity | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> DomainFamily:
+        d = _map(data)
+
+        def names(key: str) -> tuple[str, ...]:
+            items = d.get(key)
+            if not isinstance(items, list):
+                return ()
+            return tuple(str(_map(x).get("domain")) for x in items if _map(x).get("domain"))
+
+        return cls(
+            adjusted_level=_float(d.get("adjusted_level")),
+            domains={str(k): DomainGap.parse(v) for k, v in _map(d.get("domains")).items()},
+            pooled=Estimate.parse(d.get("pooled")),
+            pooled_reading=_str(d.get("pooled_reading")),
+            departures=names("departures"),
+            concerns=names("concerns"),
+            heterogeneity=Heterogeneity.parse(d.get("heterogeneity")),
         )
 
 
@@ -525,6 +996,11 @@ class Summary:
     hypotheses: dict[str, Hypothesis] = field(default_factory=dict)
     runs: tuple[RunSummary, ...] = ()
     warnings: tuple[str, ...] = ()  # inputs.warnings: runs let through by an --allow flag
+    scope: Scope | None = None  # what the per-language sections at the top cover
+    classes: Classes | None = None
+    rejections: dict[str, RejectionFamily] = field(default_factory=dict)
+    domains: dict[str, DomainFamily] = field(default_factory=dict)
+    domain_source: str | None = None
 
     def breakdown(self, key: str) -> dict[str, dict[str, Rate]]:
         """``by_<key>`` (``script``, ``position``, ...) or ``by_*`` by its full name;
@@ -551,6 +1027,8 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
     prompts = {str(k): v for k, v in _map(data.get("prompts")).items() if _int(v) is not None}
     runs = data.get("runs")
     warnings = _map(data.get("inputs")).get("warnings")
+    rejections = _map(_map(data.get("rejections")).get("families"))
+    domains = _map(data.get("domains"))
     return Summary(
         raw=data,
         signature=_str(data.get("signature")),
@@ -569,6 +1047,11 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
         hypotheses={str(k): Hypothesis.parse(v) for k, v in _map(data.get("hypotheses")).items()},
         runs=tuple(RunSummary.parse(r) for r in runs) if isinstance(runs, list) else (),
         warnings=tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
+        scope=Scope.parse(data.get("scope")),
+        classes=Classes.parse(data.get("classes")),
+        rejections={str(k): RejectionFamily.parse(v) for k, v in rejections.items()},
+        domains={str(k): DomainFamily.parse(v) for k, v in _map(domains.get("families")).items()},
+        domain_source=_str(domains.get("source")),
     )
 
 

@@ -1,8 +1,8 @@
 """H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md.
 
 Vocabulary: ``supported``, ``not_supported``, ``no_japanese_deficit`` (Japanese is not
-worse: nothing to explain), ``inconclusive``, ``insufficient_data`` (fewer than
-``min_prompts`` prompts per language).
+worse by more than δ: no deficit beyond the margin to explain), ``inconclusive``,
+``insufficient_data`` (fewer than ``min_prompts`` prompts per language).
 
 Each rule reads one effect (Japanese minus English, negative = Japanese worse) and one
 check, both on judged rows of the same runs, against a practical threshold δ:
@@ -40,7 +40,12 @@ the trained drafters' own within-confidence gap (with the same weights), so that
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import inspect
+import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +56,7 @@ from scipy import stats
 from tokenlens.analysis.bootstrap import DECISION_LEVEL, Resampler, prompt_keys
 from tokenlens.analysis.breakdown import per_lang, row_mask
 from tokenlens.analysis.decompose import (
+    CONF_BINS,
     EN,
     JA,
     Support,
@@ -61,6 +67,7 @@ from tokenlens.analysis.decompose import (
 )
 from tokenlens.analysis.gap import gap
 from tokenlens.analysis.join import TRAINING_FREE
+from tokenlens.analysis.wording import no_deficit_sentence, reading_sentence, runs_phrase
 from tokenlens.arrays import Mask
 from tokenlens.format import interval_prose
 
@@ -76,10 +83,18 @@ CONFIDENCE_CAVEAT = (
     "'Japanese is less predictable for the target' is what the composition by confidence "
     "measures, whether that comes from the text or from the target's data."
 )
+TOKEN_CAVEAT = (
+    "A tokenization cost that shows at equal target confidence (the drafter missing byte "
+    "fragments or script changes where the target is sure) is not part of the composition: "
+    "H1 read this way misses it (docs/bench_verdicts.md, token_hurts)."
+)
 H2_CAVEAT = (
     "The contrast assumes that, without a training-data effect, the Japanese gap at equal "
     "target confidence would be the same for both drafters on the probability scale "
-    "(parallel trends); the n-gram drafter's gap also reflects repetition in the text."
+    "(parallel trends); the n-gram drafter's gap also reflects repetition in the text, and "
+    "a violation of a few points moves the difference by as much (docs/bench_verdicts.md). "
+    "A within-confidence deficit of the trained drafter alone reads as H2 whether it comes "
+    "from its training data or from how it handles the tokenizer."
 )
 
 
@@ -166,6 +181,70 @@ def conjoin(effect: str, check: str) -> str:
     return INCONCLUSIVE
 
 
+DECISION_KEYS = ("decision_low", "decision_high")
+REPORTED_KEYS = ("ci_low", "ci_high")
+
+
+def read(
+    figure: Mapping[str, Any] | None, delta: float, keys: tuple[str, str] = DECISION_KEYS
+) -> str:
+    """:func:`tri` on the interval ``keys`` of ``figure`` (the decision interval, or
+    with :data:`REPORTED_KEYS` the reported 95% interval: the first rules' reading)."""
+    if figure is None:
+        return NA
+    return tri({"ci_low": figure.get(keys[0]), "ci_high": figure.get(keys[1])}, delta)
+
+
+def verdict_of(
+    gate: Mapping[str, Any] | None,
+    effect: Mapping[str, Any] | None,
+    check: Mapping[str, Any] | None,
+    delta: float,
+    both: bool,
+    keys: tuple[str, str] = DECISION_KEYS,
+) -> str:
+    """A verdict from its three figures alone: the no-deficit gate (the family's gap),
+    then the effect and the check by the veto rule (``both``: the conjunction rule).
+    The same rules as :func:`decide` (the minimum-prompts gate aside), so that a verdict
+    can be recomputed at another δ, on another gap or on the reported interval."""
+    if read(gate, delta, keys) == NO:
+        return NO_DEFICIT
+    reading = read(effect, delta, keys)
+    check_reading = read(check, delta, keys) if check is not None else None
+    return conjoin(reading, check_reading or NA) if both else combine(reading, check_reading)
+
+
+def rules_identity(rules: Rules, support: Support) -> str:
+    """A hash of the frozen rule set: δ, α, the minimum prompts, the support thresholds,
+    the confidence bins and the code of the rules themselves (comments and docstrings
+    aside). Recorded in the analysis signature (``rules:``): two analyses with the same
+    hash read their figures by the same rules."""
+    code = []
+    for fn in (tri, combine, conjoin, verdict_of, _rule):
+        tree = ast.parse(inspect.getsource(fn))
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(body, list)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                body[0] = ast.Pass()
+        code.append(ast.dump(tree))
+    text = json.dumps(
+        {
+            "rules": rules.to_json(),
+            "support": support.to_json(),
+            "confidence_bins": CONF_BINS,
+            "code": code,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
 def pp(effect: dict[str, Any] | None) -> str:
     """``-6.2 pp (95% CI -7.9 to -4.6)``; ``not estimable (why)`` for a null."""
     return interval_prose(effect, "pp") if effect is not None else "not available"
@@ -181,6 +260,21 @@ def families(frame: pd.DataFrame) -> dict[str, Mask]:
     if free.any():
         out[FREE] = free
     return out
+
+
+def configurations(frame: pd.DataFrame, rows: Mask) -> list[list[Any]]:
+    """The distinct (method, k) run configurations among ``rows``, sorted."""
+    method = frame["method"].astype(str).to_numpy()[rows]
+    k = frame["k"].to_numpy()[rows] if "k" in frame else np.zeros(int(rows.sum()), np.int64)
+    pairs = {(str(m), int(x)) for m, x in zip(method, k, strict=True)}
+    return [[m, x] for m, x in sorted(pairs)]
+
+
+def scope_phrase(block: Mapping[str, Any] | None) -> str:
+    """``judged positions, runs of draft_model at k = 1–5``: the rows and runs a
+    family's figures read."""
+    configs = (block or {}).get("configurations") or []
+    return "judged positions, " + runs_phrase((str(m), int(k)) for m, k in configs)
 
 
 def prompts_per_lang(frame: pd.DataFrame, rows: Mask | None = None) -> dict[str, int]:
@@ -216,6 +310,115 @@ def _power(effect: dict[str, Any] | None, df: int, rules: Rules, n_prompts: int)
             max(rules.min_prompts, math.ceil(need)) if math.isfinite(need) else None
         )
     out.update(se=se, mde=mde, prompts_needed=needed)
+    return out
+
+
+def _se(figure: Mapping[str, Any] | None, df: int) -> float | None:
+    """The SE behind a figure's reported 95% t interval (half-width / t quantile)."""
+    if figure is None or figure.get("ci_low") is None or figure.get("ci_high") is None:
+        return None
+    half = (float(figure["ci_high"]) - float(figure["ci_low"])) / 2.0
+    return half / float(stats.t.ppf(0.975, df)) if df >= 1 and half > 0 else None
+
+
+def bivariate_normal_cdf(h: float, k: float, rho: float) -> float:
+    """P(X < h, Y < k) for standard normals with correlation ``rho`` (|rho| < 1), by
+    Owen's T function (Owen 1956): exact and fast, unlike a numerical integration."""
+    from scipy.special import owens_t
+
+    rho = float(np.clip(rho, -0.999999, 0.999999))
+    s = math.sqrt(1.0 - rho * rho)
+    phi_h, phi_k = float(stats.norm.cdf(h)), float(stats.norm.cdf(k))
+    if h == 0.0 and k == 0.0:
+        return 0.25 + math.asin(rho) / (2.0 * math.pi)
+    if h == 0.0:
+        h = 1e-300 if k > 0 else -1e-300
+    if k == 0.0:
+        k = 1e-300 if h > 0 else -1e-300
+    t1 = float(owens_t(h, (k - rho * h) / (h * s)))
+    t2 = float(owens_t(k, (h - rho * k) / (k * s)))
+    beta = 0.0 if h * k > 0 or (h * k == 0 and h + k >= 0) else 0.5
+    return float(np.clip(0.5 * (phi_h + phi_k) - t1 - t2 - beta, 0.0, 1.0))
+
+
+def _both_yes(effect: float, se: tuple[float, float], rho: float, q: float, delta: float) -> float:
+    """P(both decision intervals lie below −δ) when both figures equal ``effect``: each
+    reads yes when estimate + q·SE < −δ; the estimates are bivariate normal with
+    correlation ``rho``."""
+    a = (-delta - effect) / se[0] - q
+    b = (-delta - effect) / se[1] - q
+    return bivariate_normal_cdf(a, b, rho)
+
+
+def power_conjunction(
+    effect: Mapping[str, Any] | None,
+    check: Mapping[str, Any] | None,
+    rho: float | None,
+    df: int,
+    rules: Rules,
+    n_prompts: int,
+) -> dict[str, Any]:
+    """H2's power under its whole rule: ``supported`` needs the effect (the difference in
+    differences) *and* the check (the trained drafters' within-confidence gap) to read
+    yes. For an H2 effect of size e with parallel trends holding (the n-gram drafter's
+    within-confidence gap 0), both figures have mean e; their SEs come from their
+    reported intervals and their correlation from the shared bootstrap replicates.
+    ``mde``: the smallest |e| found 80% of the time; ``power_at``: the power at each
+    ``power_effects`` size; ``prompts_needed``: prompts per language for 80% at each size
+    (SEs scaled by sqrt(N / N')); ``mde_effect_alone``: the same from the effect alone,
+    what the first version reported. The no-deficit gate is not modelled: under an
+    effect beyond δ the gap rarely clears −δ."""
+    alone = _power(dict(effect) if effect is not None else None, df, rules, n_prompts)
+    out: dict[str, Any] = {
+        "power": POWER,
+        "prompts_per_language": n_prompts,
+        "rule": "conjunction: the effect and the check must both read yes",
+        "se": alone.get("se"),
+        "mde_effect_alone": alone.get("mde"),
+    }
+    se_d, se_w = _se(effect, df), _se(check, df)
+    if se_d is None or se_w is None or rho is None or not math.isfinite(rho):
+        out.update(mde=None, prompts_needed=None, power_at=None, not_estimable="no interval")
+        return out
+    q = float(stats.t.ppf(1.0 - rules.alpha, df))
+
+    def power_at(e: float, scale: float = 1.0, quantile: float = q) -> float:
+        return _both_yes(e, (se_d * scale, se_w * scale), rho, quantile, rules.delta)
+
+    def smallest(scale: float = 1.0, quantile: float = q) -> float:
+        lo, hi = rules.delta, rules.delta + 40.0 * max(se_d, se_w) * scale
+        for _ in range(60):
+            mid = (lo + hi) / 2.0
+            if power_at(-mid, scale, quantile) >= POWER:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    z = float(stats.norm.ppf(1.0 - rules.alpha))
+    needed: dict[str, int | None] = {}
+    for size in rules.power_effects:
+        if size <= rules.delta:
+            needed[f"{size:g}"] = None
+            continue
+        lo_n, hi_n = 1.0, 1e7
+        if power_at(-size, math.sqrt(n_prompts / hi_n), z) < POWER:
+            needed[f"{size:g}"] = None
+            continue
+        for _ in range(80):
+            mid = math.sqrt(lo_n * hi_n)
+            if power_at(-size, math.sqrt(n_prompts / mid), z) >= POWER:
+                hi_n = mid
+            else:
+                lo_n = mid
+        needed[f"{size:g}"] = max(rules.min_prompts, math.ceil(hi_n))
+    out.update(
+        se_check=se_w,
+        correlation=rho,
+        mde=smallest(),
+        power_at={f"{size:g}": power_at(-size) for size in rules.power_effects},
+        prompts_needed=needed,
+    )
     return out
 
 
@@ -267,7 +470,11 @@ def compute_parts(frame: pd.DataFrame, rs: Resampler, support: Support) -> Parts
         block: dict[str, Any] = {
             "methods": sorted(set(frame["method"].astype(str).to_numpy()[mask])),
             "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+            "configurations": configurations(frame, mask),
+            # vLLM's rate over every run of the family: pooled over k when the family
+            # has several (``configurations``); read per run (``runs[]``) then.
             "acceptance": per_lang(frame, rs, mask, 0),
+            "acceptance_judged": per_lang(frame, rs, rows, 0),
             "prompts": prompts_per_lang(frame, mask),
         }
         if has_pair(frame, rows):
@@ -325,13 +532,17 @@ def _rule(
     check: str | None,
     rules: Rules,
     both: bool = False,
+    scope: str = "judged positions",
 ) -> tuple[str, str]:
     """(verdict, sentence to add): no deficit first, then the symmetric veto rule
     (``both``: the conjunction rule)."""
     if tri(gap_j, rules.delta) == NO:  # the judged gap's interval lies above −δ
+        assert gap_j is not None
+        bounds = dict(zip(DECISION_KEYS, decision_bounds(gap_j), strict=True))
         return NO_DEFICIT, (
-            f" The judged gap is {pp(gap_j)}: Japanese is not worse than English here, "
-            "there is no deficit to explain."
+            f" The judged gap is {pp(gap_j)}. "
+            + no_deficit_sentence(rules.delta, scope, bounds, rules.decision_level)
+            + "."
         )
     verdict = conjoin(reading, check or NA) if both else combine(reading, check)
     if verdict == INCONCLUSIVE and reading in (YES, NO):
@@ -376,8 +587,20 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         text += f" Check, the n-gram drafter's shared composition: {pp(check)}."
     elif fam == TRAINED:
         text += " No training-free (n-gram) run on the same prompts: the check is missing."
-    verdict, note = _rule(gap_j, reading, check_reading, rules)
+    scope = scope_phrase(block)
+    verdict, note = _rule(gap_j, reading, check_reading, rules, scope=scope)
     text += note
+    check_scope = scope_phrase(parts.families.get(FREE))
+    statement = _statement(
+        verdict,
+        gap_j,
+        rules,
+        scope,
+        [
+            ("shared composition by the target's confidence", effect, reading, scope),
+            ("check, the n-gram drafter's shared composition", check, check_reading, check_scope),
+        ],
+    )
     return _verdict(
         verdict,
         effect,
@@ -386,8 +609,14 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         estimand="shared composition of the judged gap by the target's confidence",
         reading=reading,
         check=_check(check, check_reading, "shared composition, training-free drafters"),
-        power=_power(effect, parts.df, rules, n),
-        caveat=CONFIDENCE_CAVEAT,
+        power={
+            **_power(effect, parts.df, rules, n),
+            "rule": "effect alone: the check's veto, which binds only when the check reads "
+            "no, is not modelled",
+        },
+        caveat=CONFIDENCE_CAVEAT + " " + TOKEN_CAVEAT,
+        scope=scope,
+        statement=statement,
     )
 
 
@@ -421,8 +650,31 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         f"the n-gram drafter's {pp(parts.contrast['within_training_free'])}; difference "
         f"{pp(effect)}."
     )
-    verdict, note = _rule(gap_j, reading, check_reading, rules, both=True)
+    trained = parts.families.get(TRAINED)
+    scope = scope_phrase(trained)
+    verdict, note = _rule(gap_j, reading, check_reading, rules, both=True, scope=scope)
     text += note
+    both_configs = [
+        *((trained or {}).get("configurations") or []),
+        *((parts.families.get(FREE) or {}).get("configurations") or []),
+    ]
+    contrast_scope = "judged positions, " + runs_phrase((str(m), int(k)) for m, k in both_configs)
+    statement = _statement(
+        verdict,
+        gap_j,
+        rules,
+        scope,
+        [
+            (
+                "difference in differences, trained minus n-gram within-confidence gap",
+                effect,
+                reading,
+                contrast_scope,
+            ),
+            ("check, the trained drafters' within-confidence gap", check, check_reading, scope),
+        ],
+    )
+    correlation = (parts.contrast.get("correlation") or {}).get("difference_within_trained")
     return _verdict(
         verdict,
         effect,
@@ -432,9 +684,37 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         "trained minus training-free drafters",
         reading=reading,
         check=_check(check, check_reading, "within-confidence gap, trained drafters"),
-        power=_power(effect, parts.df, rules, n),
+        power=power_conjunction(effect, check, correlation, parts.df, rules, n),
         caveat=H2_CAVEAT + " " + CONFIDENCE_CAVEAT,
+        scope=scope,
+        statement=statement,
     )
+
+
+def _statement(
+    verdict: str,
+    gate: dict[str, Any] | None,
+    rules: Rules,
+    scope: str,
+    readings: list[tuple[str, dict[str, Any] | None, str | None, str]],
+) -> str:
+    """The verdict worded against its margin (:mod:`tokenlens.analysis.wording`): the
+    gate's sentence for no deficit, else each reading with its rows, runs and interval."""
+    level = rules.decision_level
+    if verdict == NO_DEFICIT and gate is not None:
+        bounds = dict(zip(DECISION_KEYS, decision_bounds(gate), strict=True))
+        return no_deficit_sentence(rules.delta, scope, bounds, level) + "."
+    sentences = []
+    for label, figure, reading, where in readings:
+        if figure is None or reading is None:
+            continue
+        low, high = decision_bounds(figure)
+        sentences.append(
+            f"{label[0].upper()}{label[1:]}: "
+            + reading_sentence(reading, rules.delta, where, low, high, level)
+            + "."
+        )
+    return " ".join(sentences)
 
 
 def _check(effect: dict[str, Any] | None, reading: str | None, name: str) -> dict[str, Any] | None:

@@ -157,6 +157,13 @@ def register(subparsers: Any) -> None:
         help="a tokenlens bench output (or its results.csv) to fit the draft cost from",
     )
     parser.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help="the prompt file the runs traced: the gap per domain (tags.domain of each "
+        "prompt) with a test of heterogeneity",
+    )
+    parser.add_argument(
         "--no-regression", action="store_true", help="skip the logistic regression (faster)"
     )
     parser.add_argument(
@@ -209,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         allow_partial=args.allow_partial,
         allow_unreconciled=args.allow_unreconciled,
         overwrite=args.overwrite,
+        prompts=args.prompts,
     )
     progress = progress_for(args)
     if args.compare:

@@ -15,9 +15,12 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from tokenlens.analysis.summary_file import SUMMARY, Hypothesis, RunSummary, Summary, load_summary
+from tokenlens.analysis.tables import COLUMN_WORDS, class_rows, family_words
+from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
 from tokenlens.format import (
     HYPOTHESES,
+    LANG_ORDER,
     decision_prose,
     interval,
     lang_order,
@@ -26,7 +29,7 @@ from tokenlens.format import (
     verdict_words,
 )
 from tokenlens.report import tokenview
-from tokenlens.report.charts import RATE_SECTIONS, all_charts
+from tokenlens.report.charts import POSITION_SECTIONS, RATE_SECTIONS, all_charts, scope_words
 from tokenlens.report.export import export_charts
 from tokenlens.report.html import chart_page
 
@@ -81,7 +84,13 @@ def page_context(summary: Summary, specs: Mapping[str, Any]) -> dict[str, Any]:
         "min_prompts": summary.settings.min_prompts,
         "hypotheses": hypotheses(summary.hypotheses, level=summary.settings.decision_level),
         "acceptance": _acceptance_rows(summary),
+        "families": _family_rows(summary),
+        "position_charts": [key for key, _ in POSITION_SECTIONS if key in specs],
         "rate_charts": [key for key, _, _ in RATE_SECTIONS if key in specs],
+        "scope": scope_words(summary.raw).strip(" ()"),
+        "classes": _class_tables(summary),
+        "rejections": _rejection_rows(summary),
+        "domains": _domain_tables(summary),
         "speed": _speed_rows(summary),
     }
 
@@ -118,26 +127,118 @@ def hypotheses(
                 "effect_note": note,
                 "decision": decision_prose(h.decision_low, h.decision_high, level),
                 "evidence": h.evidence or "",
+                "statement": h.statement if verdict != "insufficient_data" else "",
+                "sensitivity": _sensitivity(h),
             }
         )
     return cards
 
 
+def _sensitivity(h: Hypothesis) -> str:
+    """The verdict's sensitivity in one sentence (FINDINGS.md's wording)."""
+    from tokenlens.report.findings import sensitivity_words
+
+    return sensitivity_words(h)
+
+
 def _acceptance_rows(summary: Summary) -> list[list[Any]]:
+    """One row per run: vLLM's rate and the judged rate per language, and the gap (never
+    pooled across runs: the rate depends on the method and on k)."""
     rows = []
-    for lang in lang_order(summary.acceptance):
-        acc = summary.acceptance[lang]
-        chars = summary.text_per_step.get(lang, {}).get("accepted_chars")
+    for run in summary.runs:
+        chars = [
+            interval((run.text_per_step.get(lang) or {}).get("accepted_chars"), "per_step")
+            for lang in LANG_ORDER
+        ]
         rows.append(
             [
-                lang,
-                interval(acc, "rate", "rate"),
-                acc.n,
-                interval(summary.acceptance_judged.get(lang), "rate", "rate"),
-                interval(chars, "per_step"),
+                run.label,
+                run.k,
+                *(interval(run.acceptance.get(lang), "rate", "rate") for lang in LANG_ORDER),
+                *(interval(run.acceptance_judged.get(lang), "rate", "rate") for lang in LANG_ORDER),
+                *chars,
+                interval(run.gap, "pp"),
             ]
         )
     return rows
+
+
+def _family_rows(summary: Summary) -> list[list[Any]]:
+    return [
+        [
+            family_words(name),
+            runs_phrase(fam.configurations),
+            *(interval(fam.acceptance_judged.get(lang), "rate", "rate") for lang in LANG_ORDER),
+            interval(fam.gap_judged, "pp"),
+            interval(fam.gap_all, "pp"),
+        ]
+        for name, fam in summary.families.items()
+    ]
+
+
+def _class_tables(summary: Summary) -> list[dict[str, Any]]:
+    if summary.classes is None:
+        return []
+    return [
+        {
+            "title": f"{family_words(name)}, {COLUMN_WORDS.get(column, column)} "
+            f"({table.comparisons} compared)",
+            "rows": class_rows(table),
+        }
+        for name, fam in summary.classes.families.items()
+        for column, table in fam.by.items()
+    ]
+
+
+def _rejection_rows(summary: Summary) -> list[list[Any]]:
+    rows = []
+    for name, fam in summary.rejections.items():
+        for lang in lang_order(fam.rejections):
+            rows.append(
+                [
+                    family_words(name),
+                    lang,
+                    fam.rejections.get(lang),
+                    *(
+                        interval(fam.shares.get(kind, {}).get(lang), "share", "share")
+                        for kind in ("split", "text", "draft_partial", "emitted_partial")
+                    ),
+                    fam.unknown.get(lang, 0),
+                ]
+            )
+    return rows
+
+
+def _domain_tables(summary: Summary) -> list[dict[str, Any]]:
+    out = []
+    for name, fam in summary.domains.items():
+        het = fam.heterogeneity
+        note = ""
+        if het is not None:
+            note = (
+                f"Heterogeneity: not estimable ({het.not_estimable})."
+                if het.not_estimable
+                else f"Heterogeneity ({het.test}): spread {qty(het.spread, 'pp').lstrip('+')} "
+                f"(by chance about {qty(het.chance_spread, 'pp').lstrip('+')}), p = "
+                f"{num(het.p, 'rate')}."
+            )
+        out.append(
+            {
+                "title": family_words(name),
+                "rows": [
+                    [
+                        domain,
+                        g.pairs,
+                        interval(g, "pp"),
+                        f"{num(g.adjusted_low, 'pp')} to {qty(g.adjusted_high, 'pp')}",
+                        g.reading,
+                    ]
+                    for domain, g in fam.domains.items()
+                ],
+                "note": note,
+            }
+        )
+    return out
 
 
 def _speed_rows(summary: Summary) -> list[list[Any]]:

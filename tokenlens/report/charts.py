@@ -24,21 +24,26 @@ Row = dict[str, Any]
 _LANG_COLOURS = ("#e45756", "#4c78a8", "#54a24b", "#b279a2", "#f58518", "#72b7b2")
 WIDTH = 520
 
-# (summary key, title, x-axis title); the order is the order on the page.
+# (summary key, title, x-axis title); the order is the order on the page. These are the
+# per-language sections at the top of summary.json: one drafter family (``scope``), the
+# title says which.
 RATE_SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("by_script", "Acceptance by script", "script of the emitted token"),
     ("by_pos", "Acceptance by part of speech", "part of speech (UniDic pos1 / word class)"),
     ("by_particle", "Acceptance by particle type", "particle type"),
     ("by_boundary", "Acceptance by boundary relation", "token against morpheme boundaries"),
-    ("by_position", "Acceptance by draft position, unconditional", "draft position"),
-    (
-        "by_position_conditional",
-        "Acceptance by draft position, conditional on reaching it",
-        "draft position",
-    ),
     ("by_bpe_rank", "Acceptance by BPE rank", "BPE rank of the emitted token"),
     ("by_confidence", "Acceptance by the target's confidence", "target top-1 probability"),
 )
+# Per-run charts of acceptance by draft position (never pooled across runs).
+POSITION_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("by_position", "Acceptance by draft position, per run: accepted at p / drafts at p"),
+    (
+        "by_position_conditional",
+        "Acceptance by draft position, per run: conditional on reaching p",
+    ),
+)
+FAMILY_WORDS = {"trained": "trained drafters", "training_free": "training-free drafters"}
 
 
 def inline_data(rows: list[Row]) -> alt.Data:
@@ -88,29 +93,177 @@ def first_seen(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def scope_words(summary: Mapping[str, Any]) -> str:
+    """`` (trained drafters, judged positions, runs ...)``: what the top-level per-language
+    sections cover (summary.json ``scope``); empty for a summary without one."""
+    scope = summary.get("scope") or {}
+    if not scope:
+        return ""
+    family = FAMILY_WORDS.get(str(scope.get("family")), str(scope.get("family")))
+    runs = ", ".join(str(r) for r in scope.get("runs") or [])
+    return f" ({family}: {runs})"
+
+
 def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -> Spec:
     """One ``by_*`` section of the summary as rates with intervals and counts."""
     rows = rate_rows(summary.get(key) or {})
     groups = first_seen(r["group"] for r in rows)
     if key.startswith("by_position"):
         groups.sort(key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
-    return _rate_spec(rows, groups, languages(summary), title, x_title)
+    return _rate_spec(rows, groups, languages(summary), title + scope_words(summary), x_title)
 
 
 def acceptance_chart(summary: Mapping[str, Any]) -> Spec:
-    """vLLM's acceptance rate per language, pooled and per run (the headline numbers)."""
-    sources: list[tuple[str, Mapping[str, Any]]] = [("all runs", summary.get("acceptance") or {})]
+    """vLLM's acceptance rate per language and run (never pooled across runs: it depends
+    on the method and on k)."""
     runs = summary.get("runs") or []
-    if len(runs) > 1:
-        sources += [(f"{r['label']} ({r['method']}, k={r['k']})", r["acceptance"]) for r in runs]
+    sources: list[tuple[str, Mapping[str, Any]]] = [
+        (f"{r['label']} ({r['method']}, k={r['k']})", r.get("acceptance") or {}) for r in runs
+    ]
     rows = [
         dict(row, lang=row["group"], group=label)
         for label, section in sources
         for row in rate_rows({"_": section})
     ]
     groups = [label for label, _ in sources]
-    title = "Acceptance rate (accepted / draft tokens, as vLLM counts)"
+    title = "Acceptance rate per run (accepted / draft tokens, as vLLM counts)"
     return _rate_spec(rows, groups, languages(summary), title, "runs")
+
+
+def position_rows(summary: Mapping[str, Any], key: str) -> list[Row]:
+    """Per run, language and draft position: the rate of ``key`` (``by_position`` or
+    ``by_position_conditional`` of each run) with its interval and count."""
+    rows = []
+    for run in summary.get("runs") or []:
+        for row in rate_rows(run.get(key) or {}):
+            rows.append(dict(row, run=str(run.get("label")), position=int(row["group"])))
+    return rows
+
+
+def position_chart(summary: Mapping[str, Any], key: str, title: str) -> Spec:
+    """Acceptance by draft position, one panel per run (positions of runs with different
+    k are different quantities)."""
+    rows = position_rows(summary, key)
+    langs = languages(summary)
+    color = lang_color(langs)
+    x = alt.X("position:O", title="draft position p")
+    xo = alt.XOffset("lang:N", sort=langs)
+    tooltip = [
+        alt.Tooltip("run:N"),
+        alt.Tooltip("lang:N", title="language"),
+        alt.Tooltip("position:O"),
+        alt.Tooltip("rate:Q", format=".3f"),
+        alt.Tooltip("ci_low:Q", format=".3f", title="95% CI low"),
+        alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high"),
+        alt.Tooltip("n:Q", title="steps"),
+    ]
+    base = alt.Chart()
+    ci = base.mark_rule(strokeWidth=2).encode(
+        x=x, xOffset=xo, y="ci_low:Q", y2="ci_high:Q", color=color, tooltip=tooltip
+    )
+    points = base.mark_point(size=50, filled=True).encode(
+        x=x,
+        xOffset=xo,
+        y=alt.Y("rate:Q", title="acceptance rate", scale=alt.Scale(domain=[0, 1])),
+        color=color,
+        tooltip=tooltip,
+    )
+    layered = alt.layer(ci, points, data=inline_data(rows)).properties(width=150, height=160)
+    runs = first_seen(r["run"] for r in rows)
+    chart = layered.facet(facet=alt.Facet("run:N", sort=runs, title=None), columns=5, title=title)
+    spec: Spec = chart.to_dict()
+    return spec
+
+
+def difference_rows(summary: Mapping[str, Any]) -> list[Row]:
+    """Japanese − English within each compared class of the declared breakdowns, per
+    drafter family (summary.json ``classes``), in pp; one-language classes have no row."""
+    rows: list[Row] = []
+    families = ((summary.get("classes") or {}).get("families")) or {}
+    for family, block in families.items():
+        for column, table in (block.get("by") or {}).items():
+            for entry in table.get("classes") or []:
+                d = entry.get("difference") or {}
+                if entry.get("status") != "compared" or finite(d.get("value")) is None:
+                    continue
+                rows.append(
+                    {
+                        "family": FAMILY_WORDS.get(family, family),
+                        "by": str(column),
+                        "class": str(entry.get("class")),
+                        "value": _pp(d.get("value")),
+                        "ci_low": _pp(d.get("ci_low")),
+                        "ci_high": _pp(d.get("ci_high")),
+                        "p_holm": finite(d.get("p_holm")),
+                        "n": int(d.get("n") or 0),
+                    }
+                )
+    return rows
+
+
+def domain_rows(summary: Mapping[str, Any]) -> list[Row]:
+    """The judged gap per domain and drafter family (summary.json ``domains``), in pp."""
+    rows: list[Row] = []
+    families = ((summary.get("domains") or {}).get("families")) or {}
+    for family, block in families.items():
+        for domain, g in (block.get("domains") or {}).items():
+            if finite(g.get("value")) is None:
+                continue
+            rows.append(
+                {
+                    "family": FAMILY_WORDS.get(family, family),
+                    "by": "domain",
+                    "class": str(domain),
+                    "value": _pp(g.get("value")),
+                    "ci_low": _pp(g.get("ci_low")),
+                    "ci_high": _pp(g.get("ci_high")),
+                    "p_holm": None,
+                    "n": int(g.get("pairs") or 0),
+                }
+            )
+    return rows
+
+
+def difference_chart(rows: list[Row], title: str, facet: bool = True) -> Spec:
+    """Differences in pp with 95% intervals: a point and rule per class and family, one
+    panel per breakdown, a line at zero."""
+    families = first_seen(r["family"] for r in rows)
+    color = alt.Color("family:N", title="drafter family", sort=families)
+    y = alt.Y("class:N", sort=None, title=None)
+    yo = alt.YOffset("family:N", sort=families)
+    tooltip = [
+        alt.Tooltip("family:N"),
+        alt.Tooltip("by:N", title="breakdown"),
+        alt.Tooltip("class:N"),
+        alt.Tooltip("value:Q", format="+.1f", title="JA − EN, pp"),
+        alt.Tooltip("ci_low:Q", format="+.1f", title="95% CI low"),
+        alt.Tooltip("ci_high:Q", format="+.1f", title="95% CI high"),
+        alt.Tooltip("p_holm:Q", format=".3f", title="Holm p"),
+        alt.Tooltip("n:Q"),
+    ]
+    base = alt.Chart()
+    zero = base.mark_rule(color="#888").encode(x=alt.datum(0))
+    ci = base.mark_rule(strokeWidth=2).encode(
+        y=y, yOffset=yo, x="ci_low:Q", x2="ci_high:Q", color=color, tooltip=tooltip
+    )
+    points = base.mark_point(filled=True, size=60).encode(
+        y=y,
+        yOffset=yo,
+        x=alt.X("value:Q", title="Japanese − English, percentage points"),
+        color=color,
+        tooltip=tooltip,
+    )
+    layered = alt.layer(zero, ci, points, data=inline_data(rows)).properties(
+        width=WIDTH - 60, height=alt.Step(16)
+    )
+    if not facet:
+        spec: Spec = layered.properties(title=title).to_dict()
+        return spec
+    chart = layered.facet(
+        row=alt.Row("by:N", sort=first_seen(r["by"] for r in rows), title=None), title=title
+    )
+    out: Spec = chart.resolve_scale(y="independent").to_dict()
+    return out
 
 
 def _rate_spec(
@@ -382,6 +535,19 @@ def speed_chart(summary: Mapping[str, Any]) -> Spec:
 def all_charts(summary: Mapping[str, Any]) -> dict[str, Spec]:
     """Every chart of the analyze report, by a stable id (also the export file name)."""
     charts: dict[str, Spec] = {"acceptance": acceptance_chart(summary)}
+    for key, title in POSITION_SECTIONS:
+        if position_rows(summary, key):
+            charts[key] = position_chart(summary, key, title)
+    if difference_rows(summary):
+        charts["class_gaps"] = difference_chart(
+            difference_rows(summary),
+            "Japanese − English within each class both languages fill, per drafter family "
+            "(judged positions; Holm within each breakdown and family)",
+        )
+    if domain_rows(summary):
+        charts["domains"] = difference_chart(
+            domain_rows(summary), "Judged gap per domain, Japanese − English", facet=False
+        )
     for key, title, x_title in RATE_SECTIONS:
         if summary.get(key):
             charts[key] = rate_chart(summary, key, title, x_title)

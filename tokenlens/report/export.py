@@ -12,7 +12,16 @@ import vl_convert
 from tokenlens.report.html import vega_lite_version
 
 # The charts worth a figure of their own; the rest stay in the page.
-MAIN_CHARTS = ("acceptance", "by_script", "by_position", "by_position_conditional", "gap", "speed")
+MAIN_CHARTS = (
+    "acceptance",
+    "by_position",
+    "by_position_conditional",
+    "class_gaps",
+    "domains",
+    "by_script",
+    "gap",
+    "speed",
+)
 
 
 def export_charts(

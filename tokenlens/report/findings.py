@@ -23,14 +23,18 @@ from typing import Any
 
 from tokenlens.analysis.summary_file import (
     Check,
+    Family,
     Hypothesis,
     Rate,
+    RunSummary,
     Split,
     Summary,
     Support,
     load_summary,
     parse_summary,
 )
+from tokenlens.analysis.tables import COLUMN_WORDS
+from tokenlens.analysis.wording import runs_phrase
 from tokenlens.bench.results_md import BenchGroup, is_baseline
 from tokenlens.bench.results_md import groups as bench_groups
 from tokenlens.format import (
@@ -106,25 +110,36 @@ def findings_markdown(
     summary: Summary | Mapping[str, Any],
     bench_rows: Sequence[Mapping[str, Any]] | None = None,
     bench_info: Mapping[str, Any] | None = None,
+    checks: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The text of FINDINGS.md for an analysis ``summary`` (summary.json, parsed or
     not) and, when given, the bench's ``results.csv`` rows
-    (:func:`tokenlens.bench.results_csv.read_results`) and ``bench.json``."""
+    (:func:`tokenlens.bench.results_csv.read_results`), ``bench.json``, and the checks
+    of replayed runs against real traces (a study's ``replay/check.json``)."""
     s = parse_summary(summary)
     lines: list[str] = []
     lines += _intro(s, bench_rows)
-    lines += _setup(s)
+    lines += _setup(s, checks)
     lines += _hypotheses(s)
+    lines += _positions(s)
     lines += _acceptance(s)
     lines += _gap(s)
+    lines += _classes(s)
     lines += _explore(s)
+    lines += _rejections(s)
+    lines += _domains(s)
     lines += _speed(s, bench_rows, bench_info)
     lines += _scope(s)
     lines += _signatures(s, bench_rows, bench_info)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def write_findings(path: Path, analysis_dir: Path, bench_dir: Path | None = None) -> Path:
+def write_findings(
+    path: Path,
+    analysis_dir: Path,
+    bench_dir: Path | None = None,
+    checks: Sequence[Mapping[str, Any]] | None = None,
+) -> Path:
     """Write FINDINGS.md at ``path`` from ``analysis_dir/summary.json`` and, when
     ``bench_dir`` holds a results.csv, the bench. Returns ``path``."""
     from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, read_results
@@ -135,7 +150,7 @@ def write_findings(path: Path, analysis_dir: Path, bench_dir: Path | None = None
         rows = read_results(bench_dir / RESULTS_CSV)
         if (bench_dir / BENCH_JSON).is_file():
             info = json.loads((bench_dir / BENCH_JSON).read_text("utf-8"))
-    path.write_text(findings_markdown(summary, rows, info), encoding="utf-8")
+    path.write_text(findings_markdown(summary, rows, info, checks), encoding="utf-8")
     return path
 
 
@@ -173,16 +188,14 @@ def _intro(s: Summary, bench_rows: Sequence[Mapping[str, Any]] | None) -> list[s
             + f" (a verdict needs at least {md(or_missing(settings.min_prompts))} per "
             "language)."
         )
-    for lang in lang_order(s.acceptance):
-        stat = s.acceptance[lang]
-        lines.append(
-            f"- Acceptance of draft tokens, {lang_name(lang)}: {rate_cell(stat)} "
-            f"({md(or_missing(stat.n))} draft tokens, all runs)."
-        )
+    lines += _short_acceptance(s)
     for name, family in s.families.items():
         if family.gap_judged is None:
             continue
-        line = f"- Japanese − English, {_family(name)}, judged positions: "
+        line = (
+            f"- Japanese − English, {_family(name)} ({md(runs_phrase(family.configurations))}), "
+            "judged positions: "
+        )
         line += interval(family.gap_judged, "pp")
         if family.confidence is not None:
             line += "; by the target's confidence: " + ", ".join(
@@ -191,7 +204,16 @@ def _intro(s: Summary, bench_rows: Sequence[Mapping[str, Any]] | None) -> list[s
         lines.append(line + ".")
     for key, name in HYPOTHESES.items():
         verdict = _verdict(s, key)
-        lines.append(f"- {key} ({name}): **{md(VERDICT_WORDS.get(verdict, verdict))}**.")
+        h = s.hypotheses.get(key) or Hypothesis()
+        line = f"- {key} ({name}): **{md(VERDICT_WORDS.get(verdict, verdict))}**."
+        if h.statement and verdict not in ("insufficient_data",):
+            line += f" {md(h.statement)}"
+        sens = sensitivity_words(h)
+        if sens:
+            line += f" {sens[0].upper()}{sens[1:]}"
+        lines.append(line)
+    lines += _short_rejections(s)
+    lines += _short_domains(s)
     need = _prompts_needed(s)
     if need:
         lines.append(f"- {need}")
@@ -204,6 +226,135 @@ def _intro(s: Summary, bench_rows: Sequence[Mapping[str, Any]] | None) -> list[s
                 f"({method_label(row)}, corpus {md(row.get('corpus'))})."
             )
     return [*lines, ""]
+
+
+def _short_acceptance(s: Summary) -> list[str]:
+    """vLLM's acceptance, per drafter family: the range over its runs (each run's rate is
+    in the table below; a rate pooled over k or over families would describe no
+    configuration), and the judged-position rate the verdicts read."""
+    lines = []
+    for name, family in s.families.items():
+        runs = [r for r in s.runs if r.label in family.runs]
+        parts = []
+        for lang in LANG_ORDER:
+            rates = [r.acceptance[lang] for r in runs if r.acceptance.get(lang) is not None]
+            values = [x.rate for x in rates if x.rate is not None]
+            if not values:
+                continue
+            if len(values) == 1:
+                parts.append(f"{lang_name(lang)} {rate_cell(rates[0])}")
+            else:
+                parts.append(
+                    f"{lang_name(lang)} {num(min(values), 'rate')} to {num(max(values), 'rate')}"
+                )
+        if not parts:
+            continue
+        configs = md(runs_phrase(family.configurations))
+        judged = [
+            f"{lang_name(lang)} {rate_cell(family.acceptance_judged[lang])}"
+            for lang in lang_order(family.acceptance_judged)
+        ]
+        line = f"- Acceptance of draft tokens (vLLM's rate), {_family(name)}, {configs}: "
+        line += ", ".join(parts)
+        line += " (per run in the table below)" if len(runs) > 1 else ""
+        if judged:
+            line += (
+                "; judged positions"
+                + (", pooled over those runs as the verdicts read them" if len(runs) > 1 else "")
+                + ": "
+                + ", ".join(judged)
+            )
+        lines.append(line + ".")
+    if not lines:  # an analysis without families (one language, or an old summary)
+        for lang in lang_order(s.acceptance):
+            stat = s.acceptance[lang]
+            lines.append(
+                f"- Acceptance of draft tokens, {lang_name(lang)}: {rate_cell(stat)} "
+                f"({md(or_missing(stat.n))} draft tokens)."
+            )
+    return lines
+
+
+def sensitivity_words(h: Hypothesis) -> str:
+    """How the verdict moves: the δ where it flips, on vLLM's all-draft-token gap, per
+    k, and under the first rules' 95% reading (the rule changed after calibration)."""
+    sens = h.sensitivity
+    if sens is None or sens.not_computed:
+        return ""
+    parts = []
+    for side, word in ((sens.flip_below, "below"), (sens.flip_above, "above")):
+        if side is not None:
+            parts.append(f"δ {word} {100 * side[0]:.2f} pp: {_words(side[1])}")
+    if not parts:
+        parts.append("any δ up to 50 pp: the same")
+    text = "it would read, at " + "; at ".join(parts)
+    text += f"; on vLLM's all-draft-token gap: {_words(sens.all_tokens)}"
+    if sens.per_k:
+        per = ", ".join(f"k = {k}: {_words(e.verdict)}" for k, e in sens.per_k.items())
+        text += f"; each k alone: {per}"
+    changed = sens.previous is not None and sens.previous != h.verdict
+    text += f"; under the first rules' 95% reading: {_words(sens.previous)}" + (
+        f", not {_words(h.verdict)}: the rules were changed to the 90% decision interval "
+        "after the test bed's power was seen, and that change decides this verdict."
+        if changed
+        else " (the rules were changed to the 90% decision interval after the test bed's "
+        "power was seen; this verdict does not depend on it)."
+    )
+    return text
+
+
+def _words(verdict: str | None) -> str:
+    return md(VERDICT_WORDS.get(str(verdict), str(verdict)))
+
+
+def _short_rejections(s: Summary) -> list[str]:
+    lines = []
+    for name, fam in s.rejections.items():
+        split = fam.shares.get("split") or {}
+        if not all(lang in split for lang in LANG_ORDER):
+            continue
+        lines.append(
+            f"- Rejections where the drafter proposed the target's very text, cut into "
+            f"tokens differently (split disagreements), {_family(name)}: "
+            + ", ".join(
+                f"{lang_name(lang)} {interval(split[lang], 'share', 'share')}"
+                for lang in LANG_ORDER
+            )
+            + f" of rejections; JA − EN {interval(fam.split_gap, 'pp')}."
+        )
+    return lines
+
+
+def _short_domains(s: Summary) -> list[str]:
+    lines = []
+    for name, fam in s.domains.items():
+        for domain in fam.departures:
+            g = fam.domains[domain]
+            lines.append(
+                f"- **Domain {md(domain)} departs from the pooled reading** ({_family(name)}): "
+                f"judged gap {interval(g, 'pp')} over {md(g.pairs)} pairs, "
+                f"Bonferroni-adjusted decision interval {num(g.adjusted_low, 'pp')} to "
+                f"{qty(g.adjusted_high, 'pp')} (reads {md(g.reading)} against −δ; pooled: "
+                f"{md(fam.pooled_reading)})."
+            )
+        for domain in fam.concerns:
+            g = fam.domains[domain]
+            lines.append(
+                f"- Domain {md(domain)} ({_family(name)}) does not share the pooled "
+                f"reading: judged gap {interval(g, 'pp')} over {md(g.pairs)} pairs; its "
+                f"Bonferroni-adjusted decision interval {num(g.adjusted_low, 'pp')} to "
+                f"{qty(g.adjusted_high, 'pp')} reaches across −δ, so neither a deficit "
+                "beyond δ nor its absence is shown for it."
+            )
+        het = fam.heterogeneity
+        if het is not None and het.p is not None and het.p < 0.05:
+            lines.append(
+                f"- The domains differ ({_family(name)}): between-domain spread of the "
+                f"judged gap {qty(het.spread, 'pp').lstrip('+')} against "
+                f"{qty(het.chance_spread, 'pp').lstrip('+')} by chance, permutation p = "
+                f"{num(het.p, 'rate')}: a pooled verdict may not hold in every domain."
+            )
+    return lines
 
 
 def _verdict(s: Summary, key: str) -> str:
@@ -237,12 +388,13 @@ def _prompts_needed(s: Summary) -> str:
             "With the variability measured here, 80% power needs about (prompts per "
             "language) " + "; ".join(parts) + "."
         )
-    return text
+    return text.strip()
 
 
-def _setup(s: Summary) -> list[str]:
+def _setup(s: Summary, checks: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     sig = parse_signature(s.signature or "")
     lines = ["## What was measured", ""]
+    lines += _provenance(s, checks)
     for key, label in (
         ("model", "Target model"),
         ("draft", "Drafters"),
@@ -291,6 +443,77 @@ def _setup(s: Summary) -> list[str]:
     return lines
 
 
+def _provenance(s: Summary, checks: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """Where the numbers come from: the weights, the dtype, which runs are replays of
+    which trace, and how the replays were checked against real traces."""
+    lines = []
+    models: dict[str, str] = {}
+    for run in s.runs:
+        for m in run.models:
+            models.setdefault(str(m.get("role") or m.get("key")), str(m.get("weights")))
+    for role, weights in models.items():
+        lines.append(f"- Weights, {md(role)}: {md(weights)}.")
+    dtypes = sorted({run.dtype.removeprefix("torch.") for run in s.runs if run.dtype})
+    if dtypes:
+        lines.append(f"- Computed in: {md(', '.join(dtypes))}.")
+    replayed = [run for run in s.runs if run.replayed]
+    by_source: dict[str, list[RunSummary]] = {}
+    for run in replayed:
+        by_source.setdefault(run.replay_source or run.replayed_from or "?", []).append(run)
+    traced = [run for run in s.runs if not run.replayed]
+    for source, runs in by_source.items():
+        everything = " (all the analysed runs)" if not traced and len(by_source) == 1 else ""
+        lines.append(
+            f"- {len(runs)} runs{everything} are replays (`tokenlens replay`, docs/replay.md) "
+            f"of one real trace, {code(source)}: "
+            + ", ".join(code(r.label) for r in runs)
+            + ". Their counters are derived from their events, not vLLM's."
+        )
+    if traced:
+        lines.append(
+            "- Traced (real vLLM runs, events reconciled with vLLM's counters): "
+            + ", ".join(code(r.label) for r in traced)
+            + "."
+        )
+    if replayed:
+        lines += _checks(replayed, checks)
+    if lines:
+        lines.append("")
+    return lines
+
+
+def _checks(
+    replayed: Sequence[RunSummary], checks: Sequence[Mapping[str, Any]] | None
+) -> list[str]:
+    """One line per replayed method: checked against a real trace, or not."""
+    done = {str(c.get("replayed")): c for c in checks or ()}
+    lines = []
+    for c in done.values():
+        rows, equal = c.get("rows_traced"), c.get("equal_judged")
+        same = rows == equal and c.get("rows_replayed") == rows
+        lines.append(
+            f"- Check: the real trace {code(c.get('traced'))} against the replayed "
+            f"{code(c.get('replayed'))}: {md(or_missing(equal))} of {md(or_missing(rows))} event "
+            "rows equal where the replay knows the draft"
+            + (
+                " (every row)"
+                if same
+                else f"; {md(len(c.get('differing_requests') or []))} requests differ"
+            )
+            + f"; acceptance {num(c.get('acceptance_traced'), 'rate')} traced, "
+            f"{num(c.get('acceptance_replayed'), 'rate')} replayed (replay/check.json)."
+        )
+    methods = sorted({str(r.method) for r in replayed})
+    checked = {str(c.get("replayed")).rsplit("-k", 1)[0] for c in done.values()}
+    for method in methods:
+        if method not in checked:
+            lines.append(
+                f"- The {md(method)} replays were not checked against a real {md(method)} "
+                "trace in this study."
+            )
+    return lines
+
+
 def _requests(rate: Rate | None) -> int | None:
     return rate.requests if rate is not None else None
 
@@ -309,14 +532,24 @@ def _hypotheses(s: Summary) -> list[str]:
         "supported* when the effect says no and the check does not say yes. H2 needs "
         "both: *supported* only when the effect and the check say yes, *not supported* "
         "when the check says no, or the effect says no and the check does not say yes. "
-        "*No Japanese deficit*: Japanese is not worse at all, there is nothing to "
-        "explain; otherwise *inconclusive*.",
+        "*No Japanese deficit* is read first, on the family's judged gap: its decision "
+        "interval lies above −δ, so Japanese is not worse than English by more than δ (a "
+        "smaller deficit is not ruled out) and there is no deficit beyond the margin to "
+        "explain. Anything else is *inconclusive*."
+        + (
+            " δ and the rules are frozen: the analysis signature names them "
+            f"({code('rules:' + s.settings.rules_hash)})."
+            if s.settings.rules_hash
+            else ""
+        ),
         "",
     ]
     for key, name in HYPOTHESES.items():
         h = s.hypotheses.get(key) or Hypothesis()
         verdict = _verdict(s, key)
         lines += [f"### {key} ({name}): **{md(VERDICT_WORDS.get(verdict, verdict))}**", ""]
+        if h.statement and verdict != "insufficient_data":
+            lines.append(f"- Reading: {md(h.statement)}")
         if h.estimand:
             lines.append(
                 f"- Effect ({md(h.estimand)}; {_family(h.family)}): "
@@ -328,10 +561,20 @@ def _hypotheses(s: Summary) -> list[str]:
                 f"{_decision(s, h.check)}{_rule(h.check.reading)}."
             )
         if h.power is not None and h.power.mde is not None:
+            rule = f" ({md(h.power.rule)})" if h.power.rule else ""
+            at = "; ".join(
+                f"a {qty(-float(size), 'pp')} effect is found {num(value, 'share')} of the time"
+                for size, value in h.power.power_at.items()
+                if value is not None
+            )
             lines.append(
                 "- Power: with this data an effect must be about "
-                f"{qty(-float(h.power.mde), 'pp')} or beyond to be found 80% of the time."
+                f"{qty(-float(h.power.mde), 'pp')} or beyond to be found 80% of the time"
+                f"{rule}" + (f"; {at}" if at else "") + "."
             )
+        sens = sensitivity_words(h)
+        if sens:
+            lines.append(f"- Sensitivity: {sens}")
         lines.append(f"- Evidence (summary.json): {md(or_missing(h.evidence))}")
         if h.caveat:
             lines.append(f"- Caveat: {md(h.caveat)}")
@@ -365,6 +608,12 @@ def _rule(reading: str | None) -> str:
 
 
 def _acceptance(s: Summary) -> list[str]:
+    """vLLM's rate and the judged rate per language, when the summary's per-language
+    sections cover one run configuration (summary.json ``scope``): over several k they
+    would pool what depends on k, and the per-run table above replaces them."""
+    scope = s.scope
+    if scope is not None and len(scope.configurations) > 1:
+        return _family_table(s)
     rows = []
     for lang in lang_order(s.acceptance):
         acc = s.acceptance[lang]
@@ -384,12 +633,23 @@ def _acceptance(s: Summary) -> list[str]:
         )
     if not rows:
         return ["## Acceptance per language", "", "No acceptance figures in the summary.", ""]
+    which = (
+        f"the {_family(scope.family)}' run {', '.join(code(r) for r in scope.runs)} only"
+        + (
+            f" (the other family's runs, {', '.join(code(r) for r in scope.left_out)}, are "
+            "never pooled with it: see the table of runs)"
+            if scope.left_out
+            else ""
+        )
+        if scope is not None
+        else "every run given (a summary written before drafter families were kept apart)"
+    )
     return [
         "## Acceptance per language",
         "",
         "All draft tokens (vLLM's acceptance rate) and judged positions (every accepted "
         "draft and the first rejection of each step: the rows the class breakdowns use), "
-        "pooled over all runs. Prompts count distinct prompts.",
+        f"over {which}. Prompts count distinct prompts.",
         "",
         *md_table(
             [
@@ -406,6 +666,65 @@ def _acceptance(s: Summary) -> list[str]:
         ),
         f"`*` fewer than {md(or_missing(s.settings.min_count))} rows (sparse).",
         "",
+    ]
+
+
+def _family_table(s: Summary) -> list[str]:
+    """Judged-position rates per drafter family (pooled over the family's runs, as the
+    verdicts read them); vLLM's rate is per run only (the table of runs)."""
+    rows = []
+    for name, fam in s.families.items():
+        rows.append(
+            [
+                _family(name),
+                md(runs_phrase(fam.configurations)),
+                *(rate_cell(fam.acceptance_judged.get(lang)) for lang in LANG_ORDER),
+                interval(fam.gap_judged, "pp"),
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Judged positions per drafter family",
+        "",
+        "vLLM's rate over all draft tokens falls with k and is given per run only (the "
+        "table of runs above). The judged-position rate (accepted / (accepted + the first "
+        "rejection of each step)) is what the verdicts read; each family pools its own "
+        "runs, never the other family's.",
+        "",
+        *md_table(["family", "runs", "Japanese", "English", "JA − EN"], rows),
+    ]
+
+
+def _positions(s: Summary) -> list[str]:
+    """Acceptance by draft position per run (over the steps that proposed a draft at p),
+    never pooled: a position exists only in runs with k above it."""
+    runs = [r for r in s.runs if r.by_position]
+    if not runs:
+        return []
+    width = max(r.k or 0 for r in runs)
+    rows = []
+    for run in runs:
+        for lang in lang_order(run.by_position):
+            cond = run.by_position_conditional.get(lang) or {}
+            cells = []
+            for p in range(width):
+                unc = run.by_position[lang].get(str(p))
+                if unc is None:
+                    cells.append(MISSING)
+                    continue
+                c = cond.get(str(p))
+                cells.append(f"{num(unc.rate, 'rate')} ({num(c.rate if c else None, 'rate')})")
+            rows.append([code(run.label, table=True), md(run.k), lang_name(lang), *cells])
+    return [
+        "## Acceptance by draft position, per run",
+        "",
+        "Accepted at position p / the steps that proposed a draft at p (vLLM's per-position "
+        "acceptance); in brackets, conditional on reaching p (drafts 0..p−1 accepted). Per "
+        "run only: pooling runs of different k would count the steps of a k = 1 run as "
+        "rejections at position 4. Intervals: analysis/tables.md.",
+        "",
+        *md_table(["run", "k", "language", *(f"p{p}" for p in range(width))], rows),
     ]
 
 
@@ -463,9 +782,16 @@ def _gap(s: Summary) -> list[str]:
             rows.append(_split_row(label, family.confidence, notes))
     if gap is not None:
         family_name = _family(gap.family)
+        fam = s.families.get(str(gap.family)) or Family(name=str(gap.family))
+        pooled_k = (
+            f", pooled over {md(runs_phrase(fam.configurations))}: per run in the table of runs"
+            if len(fam.ks) > 1
+            else ""
+        )
         lines += [
             f"- All draft tokens ({family_name}): {interval(gap.overall, 'pp')} "
-            f"({md(or_missing(gap.overall.n if gap.overall else None))} draft tokens).",
+            f"({md(or_missing(gap.overall.n if gap.overall else None))} draft tokens"
+            f"{pooled_k}).",
             f"- Judged positions ({family_name}): {interval(gap.judged, 'pp')} "
             f"({md(or_missing(gap.judged.n if gap.judged else None))} rows).",
             f"- Relative, judged positions (Japanese rate / English rate − 1): "
@@ -485,6 +811,157 @@ def _gap(s: Summary) -> list[str]:
     if notes:
         lines += [f"Not estimable: ({i}) {note}." for i, note in enumerate(notes, 1)]
         lines.append("")
+    return lines
+
+
+def _classes(s: Summary) -> list[str]:
+    """The declared class breakdowns as JA − EN differences, per family: the compared
+    classes whose Holm-adjusted p is below 5%, and what could not be compared."""
+    classes = s.classes
+    if classes is None or not classes.families:
+        return []
+    lines = [
+        "## Where Japanese and English differ within a class",
+        "",
+        "Japanese − English judged acceptance within each class that both languages fill, "
+        "per drafter family; families of comparisons declared before the data (one drafter "
+        "family × one breakdown: script, particle type, part of speech, morpheme boundary, "
+        "draft position), Holm-adjusted within each. Classes only one language fills (kanji, "
+        "hiragana, byte fragments; most parts of speech, whose Japanese and English labels "
+        "differ) are not compared. Every class: analysis/tables.md.",
+        "",
+    ]
+    rows = []
+    for name, fam in classes.families.items():
+        for column, table in fam.by.items():
+            found = [
+                c
+                for c in table.classes
+                if c.difference is not None
+                and c.difference.p_holm is not None
+                and c.difference.p_holm < 0.05
+            ]
+            one = [c for c in table.classes if c.status in ("only_ja", "only_en")]
+            detail = (
+                ", ".join(
+                    f"{f'p{c.cls}' if column == 'position' else code(c.cls, table=True)} "
+                    f"{interval(c.difference, 'pp')} (Holm p "
+                    f"{num(c.difference.p_holm if c.difference else None, 'rate')})"
+                    for c in found
+                )
+                or "no class"
+            )
+            rows.append(
+                [
+                    _family(name),
+                    md(COLUMN_WORDS.get(column, column)),
+                    md(or_missing(table.comparisons)),
+                    detail,
+                    md(len(one)),
+                ]
+            )
+    lines += md_table(
+        [
+            "family",
+            "breakdown",
+            "classes compared",
+            "differences with Holm p below 0.05 (JA − EN, 95% interval)",
+            "classes of one language",
+        ],
+        rows,
+    )
+    return lines
+
+
+def _rejections(s: Summary) -> list[str]:
+    if not s.rejections:
+        return []
+    rows = []
+    for name, fam in s.rejections.items():
+        for lang in lang_order(fam.rejections):
+            rows.append(
+                [
+                    _family(name),
+                    lang_name(lang),
+                    md(fam.rejections.get(lang)),
+                    *(
+                        interval(fam.shares.get(kind, {}).get(lang), "share", "share")
+                        for kind in ("split", "text", "draft_partial", "emitted_partial")
+                    ),
+                    md(fam.unknown.get(lang, 0)),
+                ]
+            )
+    gaps = [
+        f"- Split share, JA − EN, {_family(name)}: {interval(fam.split_gap, 'pp')}."
+        for name, fam in s.rejections.items()
+    ]
+    return [
+        "## Rejections by kind",
+        "",
+        "For every rejected draft whose identity is known, D its bytes and T the bytes the "
+        "target wrote from that position on: a *split* disagreement when T starts with D "
+        "(the drafter proposed the very text the target wrote, cut into tokens "
+        "differently: tokenization's cost in its purest form), else a *text* "
+        "disagreement; *unknown* when the output ends inside D. Flags: the draft, or the "
+        "target's replacement, ends inside a UTF-8 character. Shares of the rejections "
+        "with a known kind, with 95% prompt-pair intervals.",
+        "",
+        *md_table(
+            [
+                "family",
+                "language",
+                "rejections",
+                "split",
+                "text",
+                "draft ends inside a character",
+                "replacement ends inside a character",
+                "unknown",
+            ],
+            rows,
+        ),
+        *gaps,
+        "",
+    ]
+
+
+def _domains(s: Summary) -> list[str]:
+    if not s.domains:
+        return []
+    lines = [
+        "## Per domain",
+        "",
+        f"Judged gap, Japanese − English, per domain ({md(s.domain_source)}), with 95% "
+        "intervals over the domain's prompt pairs; the reading against −δ uses the "
+        "decision interval Bonferroni-adjusted for the number of domains. Heterogeneity: a "
+        "permutation test of the domain labels over prompt pairs (a random-effects spread "
+        "would rest on 5–11 clusters per domain; docs/analysis.md).",
+        "",
+    ]
+    for name, fam in s.domains.items():
+        rows = [
+            [
+                md(domain),
+                md(g.pairs),
+                interval(g, "pp"),
+                f"{num(g.adjusted_low, 'pp')} to {qty(g.adjusted_high, 'pp')}",
+                md(g.reading),
+            ]
+            for domain, g in fam.domains.items()
+        ]
+        lines += [f"### {_family(name)}", ""]
+        lines += md_table(
+            ["domain", "pairs", "JA − EN", "adjusted decision interval", "reading"], rows
+        )
+        het = fam.heterogeneity
+        if het is not None:
+            lines.append(
+                f"Heterogeneity: not estimable ({md(het.not_estimable)})."
+                if het.not_estimable
+                else f"Heterogeneity: between-domain spread {qty(het.spread, 'pp').lstrip('+')}"
+                f" (by chance about {qty(het.chance_spread, 'pp').lstrip('+')}), permutation "
+                f"p = {num(het.p, 'rate')} ({md(het.permutations)} permutations)."
+            )
+            lines.append("")
     return lines
 
 
@@ -511,6 +988,8 @@ def _explore(s: Summary) -> list[str]:
     return [
         "## Where it concentrates (exploratory)",
         "",
+        "A search over every breakdown, transitions and BPE ranks included; the declared "
+        "breakdowns above are the reading to quote. "
         f"Japanese − English acceptance within each class that both languages fill, "
         f"the {len(shown)} largest of {md(explore.comparisons)} comparisons"
         + (f" ({more} more in summary.json)" if more > 0 else "")

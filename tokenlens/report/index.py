@@ -27,8 +27,17 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from tokenlens.analysis.summary_file import parse_summary
+from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
-from tokenlens.format import HYPOTHESES, MISSING, interval, lang_order, or_missing, qty, rate_cell
+from tokenlens.format import (
+    HYPOTHESES,
+    LANG_ORDER,
+    MISSING,
+    interval,
+    or_missing,
+    qty,
+    rate_cell,
+)
 from tokenlens.report.analysis_page import hypotheses
 from tokenlens.report.findings import best_speedups
 from tokenlens.report.html import render, static
@@ -186,22 +195,39 @@ def _problem(part: _Part) -> dict[str, str] | None:
 
 
 def _acceptance(analysis: _Part) -> dict[str, Any]:
+    """Acceptance per run (vLLM's rate and the judged rate, per language: never pooled
+    across runs) and the judged gap of the family the verdicts read."""
     if analysis.problem:
         return {"acceptance": [], "gap": MISSING}
     summary = parse_summary(analysis.data)
-    acc = summary.acceptance
     rows = [
         [
-            lang,
-            rate_cell(acc[lang]),
-            or_missing(acc[lang].n),
-            or_missing(acc[lang].requests),
-            rate_cell(summary.acceptance_judged.get(lang)),
+            run.label,
+            run.method,
+            or_missing(run.k),
+            *(rate_cell(run.acceptance.get(lang)) for lang in LANG_ORDER),
+            *(rate_cell(run.acceptance_judged.get(lang)) for lang in LANG_ORDER),
         ]
-        for lang in lang_order(acc)
+        for run in summary.runs
     ]
+    if not rows:  # a summary written before per-run judged rates: its languages
+        rows = [
+            [
+                "all runs",
+                MISSING,
+                MISSING,
+                *(rate_cell(summary.acceptance.get(lang)) for lang in LANG_ORDER),
+                *(rate_cell(summary.acceptance_judged.get(lang)) for lang in LANG_ORDER),
+            ]
+        ]
     gap = summary.gap.judged if summary.gap is not None else None
-    return {"acceptance": rows, "gap": interval(gap, "pp")}
+    family = summary.families.get(str(summary.gap.family)) if summary.gap is not None else None
+    label = (
+        f" ({summary.gap.family.replace('_', '-')} drafters, {runs_phrase(family.configurations)})"
+        if summary.gap is not None and summary.gap.family and family is not None
+        else ""
+    )
+    return {"acceptance": rows, "gap": interval(gap, "pp") + label}
 
 
 def _hypotheses(

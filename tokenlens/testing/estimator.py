@@ -46,6 +46,8 @@ def config(n_boot: int, seed: int, interval: str = "t", min_prompts: int = 30) -
         "interval": interval,
         "min_prompts": min_prompts,
         "regression": False,
+        # what no verdict reads (per-k verdicts, class differences, domains, rejections)
+        "details": False,
     }
     names = {f.name for f in dataclasses.fields(AnalyzeConfig)}
     return AnalyzeConfig(**{k: v for k, v in wanted.items() if k in names})

@@ -100,6 +100,15 @@ class Drafter:
     offer: float = 1.0
     offer_prompt_sd: float = 0.0
     offer_rho: float = 0.0
+    # Assumption breakers (docs/bench_verdicts.md), off by default:
+    # (feature, weight): the drafter's agreement shifts with the token's own features
+    # (byte fragment, script change, ...) beyond what the target's confidence shows, in
+    # both languages: tokenization hurting the drafter at equal target confidence.
+    token_weights: Weights = ()
+    # Draft position j is accepted only with probability position_decay ** j on top of
+    # the agreement: acceptance drifting along the draft (as drafters that condition on
+    # their own earlier drafts do), which the text alone does not explain.
+    position_decay: float = 1.0
 
     def effect(self, lang: str) -> float:
         """The drafter's agreement shift for ``lang`` (0 when none is planted)."""
@@ -252,3 +261,166 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
 """The standard scenarios. ``h1``/``h2``: True = planted, False = absent, None = the
 mechanism is not one of the two (e.g. a Japanese advantage): any verdict but
 ``supported`` is acceptable."""
+
+
+# --- Error rates where they matter (docs/bench_verdicts.md) ----------------------------
+# Each planted parameter below was solved for on a 20,000-pair population of the k = 3
+# design (regula falsi on tokenlens.testing.truth.population, to within 0.03 pp); the
+# solved values are kept to four digits.
+
+MARGIN_JA_TRAINED = -0.1191  # trained drafter's judged gap at exactly -2.0 pp
+MARGIN_H1_STRENGTH = 0.1913  # shared composition (trained) at exactly -2.0 pp
+MARGIN_CHECK_TRAINED = -0.1220  # trained drafter's within-confidence gap at exactly -2.0 pp
+# The same margins solved on 5,000-pair populations of the committed design (both
+# drafters at k = 1..5 replayed from one trace): pooling k changes which rows are judged.
+MARGIN_JA_TRAINED_FULL = -0.1405
+MARGIN_H1_STRENGTH_FULL = 0.2192
+# n-gram agreement shift for Japanese at equal confidence, by its within gap (pp)
+NGRAM_SHIFT = {-6: -0.2768, -3: -0.1380, 3: 0.1311, 6: 0.2635}
+TOKEN_SCALE = 1.1056  # tokenization penalty: trained drafter's judged gap at -10 pp
+DRIFT = 0.8  # acceptance of draft position j scaled by 0.8 ** j
+
+
+def _scaled(d: Drafter, effect: float) -> Drafter:
+    """``d`` with a Japanese agreement shift ``effect`` and the H2 scenario's spread of
+    it across prompts, scaled to its size."""
+    return _h2(d, effect, H2_EFFECT_SD * abs(effect / H2_EFFECT))
+
+
+def _ngram_shift(pp: int) -> Drafter:
+    v = NGRAM_SHIFT[pp]
+    return _h2(NGRAM, v, NGRAM_JA_COPY_SD * abs(v) / NGRAM_JA_COPY)
+
+
+_TOKEN = (("fragment", -2.0 * TOKEN_SCALE), ("change", -TOKEN_SCALE))
+_H2_TRAINED = _h2(TRAINED, H2_EFFECT, H2_EFFECT_SD)
+
+
+def _drifting(sc: Scenario, name: str, description: str) -> Scenario:
+    return replace(
+        sc,
+        name=name,
+        description=description,
+        drafters=tuple(replace(d, position_decay=DRIFT) for d in sc.drafters),
+    )
+
+
+MARGIN_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            Scenario(
+                "margin",
+                "the trained drafter's judged gap is exactly -2 pp (= -delta), from a "
+                "within-confidence Japanese deficit of the trained drafter only: the no-deficit "
+                "gate and H2 (DiD and check both about -2 pp) at their margin",
+                drafters=(_scaled(TRAINED, MARGIN_JA_TRAINED), NGRAM),
+                h1=False,
+                h2=None,
+            ),
+            Scenario(
+                "margin_h1",
+                "H1's effect, the trained drafters' shared composition, is exactly -2 pp",
+                confidence=Confidence(ja_strength=MARGIN_H1_STRENGTH),
+                h1=None,
+                h2=False,
+            ),
+            Scenario(
+                "margin_check",
+                "H2's check, the trained drafter's within-confidence gap, is exactly -2 pp "
+                "while its effect (the DiD) is far beyond the margin (the n-gram drafter is "
+                "much better on Japanese): the least favourable case of the conjunction",
+                drafters=(
+                    _scaled(TRAINED, MARGIN_CHECK_TRAINED),
+                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
+                ),
+                h1=False,
+                h2=None,
+            ),
+            Scenario(
+                "margin_full",
+                "as margin, solved for the committed design (k = 1..5 replayed from one "
+                "trace; the k3 design's margin lands at -1.4 pp there)",
+                drafters=(_scaled(TRAINED, MARGIN_JA_TRAINED_FULL), NGRAM),
+                h1=False,
+                h2=None,
+            ),
+            Scenario(
+                "margin_h1_full",
+                "as margin_h1, solved for the committed design",
+                confidence=Confidence(ja_strength=MARGIN_H1_STRENGTH_FULL),
+                h1=None,
+                h2=False,
+            ),
+        )
+    }
+)
+"""Scenarios at the margin: the real size of each test (``supported`` and
+``no_japanese_deficit`` should each come out in at most 5% of studies)."""
+
+ASSUMPTION_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            Scenario(
+                "token_hurts",
+                "tokenization hurts both drafters at equal target confidence (byte fragments "
+                "and script changes lower agreement beyond what the target's confidence "
+                "shows): the cause is text structure, but not through the target's "
+                "confidence, so composition by confidence cannot see it",
+                drafters=(
+                    replace(TRAINED, token_weights=_TOKEN),
+                    replace(NGRAM, token_weights=_TOKEN),
+                ),
+                h1=True,
+                h2=False,
+            ),
+            Scenario(
+                "token_hurts_trained",
+                "tokenization hurts the trained drafter only, at equal target confidence: "
+                "a within-confidence deficit the n-gram control does not share, from the "
+                "tokenizer, not from training data",
+                drafters=(replace(TRAINED, token_weights=_TOKEN), NGRAM),
+                h1=None,
+                h2=None,
+            ),
+            *(
+                Scenario(
+                    f"h2_ngram{pp:+d}",
+                    f"H2 planted (-10 pp), and the n-gram drafter {abs(pp)} pp "
+                    f"{'worse' if pp < 0 else 'better'} on Japanese at equal confidence: "
+                    "the parallel-trends assumption of the DiD violated by that much",
+                    drafters=(_H2_TRAINED, _ngram_shift(pp)),
+                    h2=True,
+                )
+                for pp in (-6, -3, 3, 6)
+            ),
+            Scenario(
+                "null_ngram+6",
+                "no H2; the n-gram drafter 6 pp better on Japanese at equal confidence: a "
+                "parallel-trends violation alone (the DiD reads -6 pp)",
+                drafters=(TRAINED, _ngram_shift(6)),
+                h2=False,
+            ),
+            _drifting(
+                SCENARIOS["h1"],
+                "drift_h1",
+                "H1 planted, and acceptance drifting along the draft (position j accepted "
+                "with 0.8^j on top of agreement), equally in both languages",
+            ),
+            _drifting(
+                SCENARIOS["h2"],
+                "drift_h2",
+                "H2 planted, with the same drift along the draft",
+            ),
+        )
+    }
+)
+"""Scenarios that break an assumption of the method (docs/bench_verdicts.md says how
+each verdict fails under them)."""
+
+ALL_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
+    {**SCENARIOS, **MARGIN_SCENARIOS, **ASSUMPTION_SCENARIOS}
+)
+"""Every scenario, the standard ones first (benchmarks/bench_verdicts.py seeds studies
+by the position of a scenario here)."""

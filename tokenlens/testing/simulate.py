@@ -136,17 +136,30 @@ def default_runs(sc: Scenario) -> tuple[RunSpec, ...]:
     return tuple(RunSpec(f"{d.method}-k{sc.k}", d.method, sc.k) for d in sc.drafters)
 
 
+def committed_runs(ks: Sequence[int] = (1, 2, 3, 4, 5)) -> tuple[RunSpec, ...]:
+    """The committed study's design: both drafters at every k of ``ks`` (with
+    ``replay=True``, replayed from one trace as ``tokenlens demo --size full`` does)."""
+    return tuple(RunSpec(f"{m}-k{k}", m, k) for m in ("draft_model", "ngram") for k in ks)
+
+
 def simulate_study(
-    sc: Scenario, n_pairs: int, seed: int, runs: Sequence[RunSpec] | None = None
+    sc: Scenario,
+    n_pairs: int,
+    seed: int,
+    runs: Sequence[RunSpec] | None = None,
+    replay: bool = False,
 ) -> Study:
     """A study of ``n_pairs`` JA/EN prompt pairs under ``sc``, one run per ``runs`` entry.
 
     Runs of the same drafter share its prompt effects (a rerun at another k is the
-    same drafter on the same prompts); the request effects are drawn per run.
+    same drafter on the same prompts); the request effects are drawn per run. With
+    ``replay``, every run of a drafter shares one agreement sequence as well (request
+    effects, streaks, offers): the runs are replays of one greedy trace at several k,
+    which differ only in where the steps fall, as in the committed full study.
     """
     specs = tuple(runs) if runs is not None else default_runs(sc)
     ss = np.random.SeedSequence(seed)
-    children = ss.spawn(_RUN0 + len(specs))
+    children = ss.spawn(_RUN0 + max(len(specs), len(sc.drafters)))
     width = sc.max_tokens + max(s.k for s in specs) + 1
     text = _text(sc, n_pairs, width, np.random.default_rng(children[_TEXT]))
     conf = _confidence(sc.confidence, text, np.random.default_rng(children[_CONF]))
@@ -170,7 +183,8 @@ def simulate_study(
     sim_runs = []
     for i, spec in enumerate(specs):
         d = sc.drafter(spec.method)
-        g = np.random.default_rng(children[_RUN0 + i])
+        stream = drafter_index[d.method] if replay else i
+        g = np.random.default_rng(children[_RUN0 + stream])
         sim_runs.append(
             _run(spec, d, text, conf, prompt_effects[d.method], g, width),
         )
@@ -306,6 +320,18 @@ def _confidence(c: Confidence, text: _Text, rng: np.random.Generator) -> _Conf:
     return _Conf(score=score, q=q, topic=topic)
 
 
+def _token_shift(text: _Text, weights: tuple[tuple[str, float], ...]) -> F64:
+    """Per output position, sum of weight x feature of the token there (the stream's
+    features, :mod:`tokenlens.testing.text`), in both languages."""
+    st = streams()
+    out = np.zeros(text.tokens.shape)
+    w = dict(weights)
+    for lang in LANGS:
+        rows = text.langs == lang
+        out[rows] = st[lang].score(w)[text.stream_pos[rows]]
+    return out
+
+
 def _ar1(eps: F64, rho: float) -> F64:
     """Stationary AR(1) with unit variance along axis 1, from standard normal ``eps``."""
     out = np.empty_like(eps)
@@ -336,12 +362,16 @@ def _run(
     lang_effect = lang_effect + np.where(lang_effect != 0.0, d.effect_sd * slope, 0.0)
     shift = lang_effect + prompt + d.request_sd * request + d.topic_load * conf.topic
     base = d.ceiling * conf.q**d.power
-    prob = base ** np.exp(-shift)[:, None]
+    if d.token_weights:
+        prob = base ** np.exp(-(shift[:, None] + _token_shift(text, d.token_weights)))
+    else:
+        prob = base ** np.exp(-shift)[:, None]
     agree = ndtr(latent) < prob
     if d.offer >= 1.0:
         offer = np.ones((n_req, width), dtype=bool)
     else:
         pi = ndtr(ndtri(d.offer) + d.offer_prompt_sd * offer_u)
         offer = ndtr(offer_latent) < pi[:, None]
-    events = speculate(agree, offer, text.length, spec.k)
+    keep = rng.random((n_req, width)) if d.position_decay < 1.0 else None
+    events = speculate(agree, offer, text.length, spec.k, keep, d.position_decay)
     return SimRun(spec=spec, agree_prob=prob, agree=agree, offer=offer, events=events)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenlens.arrays import I64
+from tokenlens.arrays import F64, I64
 from tokenlens.arrays import Mask as B
 
 
@@ -49,11 +49,22 @@ class StepEvents:
         return len(self.request)
 
 
-def speculate(agree: B, offer: B, length: I64, k: int) -> StepEvents:
+def speculate(
+    agree: B,
+    offer: B,
+    length: I64,
+    k: int,
+    keep: F64 | None = None,
+    decay: float = 1.0,
+) -> StepEvents:
     """Events of every request (row of ``agree``) for ``k`` drafts per step.
 
     ``agree`` and ``offer`` have one column per output position and at least
-    ``max(length) + k`` columns (the last step may draft past the end).
+    ``max(length) + k`` columns (the last step may draft past the end). With ``keep``
+    (uniform draws, the shape of ``agree``) and ``decay`` < 1, a draft at position j of
+    its step is accepted only when it agrees *and* ``keep < decay ** j``: acceptance
+    that drifts along the draft, breaking the rule that agreement depends on the output
+    position alone (an assumption breaker of the test bed, off by default).
     """
     n, width = agree.shape
     if k < 1:
@@ -76,7 +87,10 @@ def speculate(agree: B, offer: B, length: I64, k: int) -> StepEvents:
         if len(r):
             p = ptr[r]
             idx = p[:, None] + cols[None, :]
-            run = np.cumprod(agree[r[:, None], idx], axis=1).astype(bool)
+            ok = agree[r[:, None], idx]
+            if keep is not None and decay < 1.0:
+                ok = ok & (keep[r[:, None], idx] < decay ** cols[None, :])
+            run = np.cumprod(ok, axis=1).astype(bool)
             n_acc = run.sum(axis=1)
             judged = cols[None, :] <= n_acc[:, None]
             index = np.where(judged, idx, -1)

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from tokenlens.arrays import F64
 from tokenlens.arrays import Mask as B
 from tokenlens.testing.scenarios import Scenario
-from tokenlens.testing.simulate import Study, simulate_study
+from tokenlens.testing.simulate import RunSpec, Study, simulate_study
 
 TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
 ESTIMANDS = (
@@ -177,26 +177,47 @@ def _enough(count: F64, support: B) -> bool:
     return bool(support.any() and (total > 0).all() and (inside >= 0.5 * total).all())
 
 
-def _chunks(sc: Scenario, pairs: int, seed: int) -> Iterator[Study]:
+@dataclass(frozen=True)
+class Design:
+    """The runs of a simulated study: ``runs`` None is one run per drafter at the
+    scenario's k; ``replay`` makes every run of a drafter a replay of one agreement
+    sequence (:func:`tokenlens.testing.simulate.simulate_study`)."""
+
+    runs: tuple[RunSpec, ...] | None = None
+    replay: bool = False
+
+
+DEFAULT_DESIGN = Design()
+
+
+def _chunks(
+    sc: Scenario, pairs: int, seed: int, design: Design = DEFAULT_DESIGN
+) -> Iterator[Study]:
     done = 0
     i = 0
     while done < pairs:
         n = min(CHUNK, pairs - done)
-        yield simulate_study(sc, n, seed=seed * 1_000_003 + i)
+        yield simulate_study(
+            sc, n, seed=seed * 1_000_003 + i, runs=design.runs, replay=design.replay
+        )
         done += n
         i += 1
 
 
-def population(sc: Scenario, pairs: int = 20_000, seed: int = 10**6) -> dict[str, float | None]:
+def population(
+    sc: Scenario, pairs: int = 20_000, seed: int = 10**6, design: Design = DEFAULT_DESIGN
+) -> dict[str, float | None]:
     """Every estimand on ``pairs`` simulated prompt pairs (the population value)."""
-    return estimands(concat([rows_of(s) for s in _chunks(sc, pairs, seed)]))
+    return estimands(concat([rows_of(s) for s in _chunks(sc, pairs, seed, design)]))
 
 
-def _ja_judged(sc: Scenario, pairs: int, seed: int) -> dict[str, float]:
+def _ja_judged(
+    sc: Scenario, pairs: int, seed: int, design: Design = DEFAULT_DESIGN
+) -> dict[str, float]:
     """Japanese judged acceptance per family (summed over the family's runs)."""
     acc = {"trained": 0, "free": 0}
     n = {"trained": 0, "free": 0}
-    for study in _chunks(sc, pairs, seed):
+    for study in _chunks(sc, pairs, seed, design):
         ja = study.langs == "ja"
         for run in study.runs:
             f = family(run.spec.method)
@@ -207,14 +228,16 @@ def _ja_judged(sc: Scenario, pairs: int, seed: int) -> dict[str, float]:
     return {f: acc[f] / n[f] for f in acc if n[f]}
 
 
-def mechanisms(sc: Scenario, pairs: int = 20_000, seed: int = 10**6) -> dict[str, float]:
+def mechanisms(
+    sc: Scenario, pairs: int = 20_000, seed: int = 10**6, design: Design = DEFAULT_DESIGN
+) -> dict[str, float]:
     """Effects of the planted mechanisms on Japanese judged acceptance, per family."""
-    base = _ja_judged(sc, pairs, seed)
-    no_h1 = _ja_judged(sc.with_confidence(ja_strength=0.0, ja_offset=0.0), pairs, seed)
+    base = _ja_judged(sc, pairs, seed, design)
+    no_h1 = _ja_judged(sc.with_confidence(ja_strength=0.0, ja_offset=0.0), pairs, seed, design)
     out = {f"h1_{f}": base[f] - no_h1[f] for f in base}
     for d in sc.drafters:
         f = family(d.method)
-        off = _ja_judged(sc.with_drafter(d.method, lang_effect=()), pairs, seed)
+        off = _ja_judged(sc.with_drafter(d.method, lang_effect=()), pairs, seed, design)
         out[f"lang_{f}"] = base[f] - off[f]
     return out
 
@@ -223,17 +246,22 @@ CACHE = Path.home() / ".cache" / "tokenlens" / "testbed"
 
 
 def truth(
-    sc: Scenario, pairs: int = 20_000, seed: int = 10**6, cache: Path | None = CACHE
+    sc: Scenario,
+    pairs: int = 20_000,
+    seed: int = 10**6,
+    cache: Path | None = CACHE,
+    design: Design = DEFAULT_DESIGN,
 ) -> dict[str, dict[str, float | None]]:
     """``{"population": ..., "mechanism": ...}`` for ``sc``, cached on disk by its parameters."""
-    key = hashlib.sha256(f"{_code_identity()}|{sc!r}|{pairs}|{seed}".encode()).hexdigest()[:16]
+    tag = "" if design == DEFAULT_DESIGN else f"|{design!r}"
+    key = hashlib.sha256(f"{_code_identity()}|{sc!r}|{pairs}|{seed}{tag}".encode()).hexdigest()[:16]
     path = cache / f"{sc.name}-{key}.json" if cache is not None else None
     if path is not None and path.is_file():
         data: dict[str, dict[str, float | None]] = json.loads(path.read_text(encoding="utf-8"))
         return data
     result: dict[str, dict[str, float | None]] = {
-        "population": population(sc, pairs, seed),
-        "mechanism": dict(mechanisms(sc, pairs, seed)),
+        "population": population(sc, pairs, seed, design),
+        "mechanism": dict(mechanisms(sc, pairs, seed, design)),
     }
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -263,4 +291,13 @@ def _code_identity() -> str:
     return h.hexdigest()[:16]
 
 
-__all__ = ["ESTIMANDS", "Rows", "estimands", "mechanisms", "population", "truth"]
+__all__ = [
+    "DEFAULT_DESIGN",
+    "ESTIMANDS",
+    "Design",
+    "Rows",
+    "estimands",
+    "mechanisms",
+    "population",
+    "truth",
+]

@@ -1,0 +1,227 @@
+"""Class breakdowns as Japanese − English differences, per drafter family.
+
+Per-language rates by class (``by_script`` and the like) answer "how often is a kanji
+accepted?", not the study's question. The question is whether the *same* class fares
+worse in Japanese than in English, for one drafter family. So for each pre-declared
+breakdown (:data:`DECLARED`: script, particle type, part of speech, morpheme boundary,
+draft position) and each drafter family this module gives, per class:
+
+- both languages' judged rates with their prompt-pair intervals;
+- the difference JA − EN with its 95% interval (the same prompt-pair bootstrap as every
+  figure), a two-sided p-value from the bootstrap standard error (t with G − H degrees
+  of freedom), the Holm-adjusted p-value and the Bonferroni (simultaneous) interval,
+  both *within the family of comparisons* (one drafter family × one breakdown: the
+  classes of that table). The families are fixed before the data are seen, so the
+  adjustment does not depend on what looked interesting;
+- classes that only one language fills (the other has fewer than ``min_count`` judged
+  rows or rows from fewer than ``support.min_prompts`` prompts: kanji, hiragana, most
+  Japanese parts of speech) are marked ``only_ja`` / ``only_en`` and not compared: a
+  class only Japanese has cannot be "harder in Japanese". Classes neither language
+  fills are ``sparse``.
+
+A drafter family pools its runs (every k given): these are judged rows, classified by
+the token that came out, as the verdicts read them. The position breakdown is the
+conditional rate (judged rows at p) of the family's runs with k > p.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from tokenlens.analysis.bootstrap import LEVEL, Resampler, as_float, interval, standard_error
+from tokenlens.analysis.breakdown import group_codes, rates
+from tokenlens.analysis.decompose import Support, lang_code
+from tokenlens.arrays import F64, I64, Mask
+
+DECLARED = ("script", "particle_type", "pos", "boundary", "position")
+ADJUSTMENT = "holm"
+FAMILY_OF_COMPARISONS = (
+    "one drafter family x one breakdown (declared before the data: "
+    + ", ".join(DECLARED)
+    + "); Holm's adjustment and the Bonferroni intervals are within each"
+)
+COMPARED, ONLY_JA, ONLY_EN, SPARSE = "compared", "only_ja", "only_en", "sparse"
+
+
+@dataclass(frozen=True)
+class Differences:
+    """Per class of one column over some rows: counts, prompts, and the JA − EN
+    difference of judged rates (point and replicates)."""
+
+    labels: list[str]
+    rows_ja: F64
+    rows_en: F64
+    prompts_ja: I64
+    prompts_en: I64
+    rate_ja: F64  # (classes,): judged rate, NaN where the language has no row
+    rate_en: F64
+    point: F64  # (classes,)
+    boot: F64  # (B, classes)
+    g: I64  # clusters with rows, per class
+    h: I64  # strata among them, per class
+
+
+def differences(frame: pd.DataFrame, rs: Resampler, rows: Mask, column: str) -> Differences:
+    """JA − EN judged-rate difference per class of ``column`` over ``rows``."""
+    code = lang_code(frame)
+    gcode, labels = group_codes(frame, column)
+    k = len(labels)
+    keep = rows & (code >= 0) & (gcode >= 0)
+    cell = np.where(keep, code * k + gcode, -1)
+    acc = frame["accepted"].to_numpy(dtype=np.float64)
+    num = rs.totals(acc, cell, 2 * k, keep)
+    den = rs.totals(np.ones(len(frame)), cell, 2 * k, keep)
+    prompts = rs.clusters_with(cell, 2 * k, keep)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate_ja, rate_en = num.point[:k] / den.point[:k], num.point[k:] / den.point[k:]
+        point = rate_ja - rate_en
+        boot = num.boot[:, :k] / den.boot[:, :k] - num.boot[:, k:] / den.boot[:, k:]
+    g, h = rs.group_design(np.where(keep, gcode, -1), k, keep)
+    return Differences(
+        labels=labels,
+        rows_ja=den.point[:k],
+        rows_en=den.point[k:],
+        prompts_ja=prompts[:k],
+        prompts_en=prompts[k:],
+        rate_ja=np.asarray(rate_ja, dtype=np.float64),
+        rate_en=np.asarray(rate_en, dtype=np.float64),
+        point=np.asarray(point, dtype=np.float64),
+        boot=np.asarray(boot, dtype=np.float64),
+        g=g,
+        h=h,
+    )
+
+
+def p_values(d: Differences, index: list[int]) -> F64:
+    """Two-sided p-values of the differences ``index`` (t from the bootstrap SE)."""
+    out = np.full(len(index), np.nan)
+    for j, c in enumerate(index):
+        se = float(standard_error(d.boot[:, c : c + 1], int(d.g[c]), int(d.h[c]))[0])
+        if se > 0 and np.isfinite(se) and np.isfinite(d.point[c]):
+            out[j] = 2.0 * stats.t.sf(abs(d.point[c]) / se, max(int(d.g[c] - d.h[c]), 1))
+    return out
+
+
+def holm(p: F64) -> F64:
+    """Holm's step-down adjusted p-values (NaN stays NaN and is not counted)."""
+    p = np.asarray(p, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def status(d: Differences, c: int, support: Support, min_count: int) -> str:
+    """Whether class ``c`` is compared, filled by one language only, or by neither."""
+    fills = [
+        rows >= min_count and prompts >= support.min_prompts
+        for rows, prompts in (
+            (d.rows_ja[c], d.prompts_ja[c]),
+            (d.rows_en[c], d.prompts_en[c]),
+        )
+    ]
+    if all(fills):
+        return COMPARED
+    if fills[0]:
+        return ONLY_JA
+    if fills[1]:
+        return ONLY_EN
+    return SPARSE
+
+
+def class_table(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    rows: Mask,
+    column: str,
+    support: Support,
+    min_count: int,
+) -> dict[str, Any]:
+    """One family of comparisons: every class of ``column`` over ``rows``."""
+    d = differences(frame, rs, rows, column)
+    per_lang = rates(frame, rs, column, rows, min_count)
+    marks = [status(d, c, support, min_count) for c in range(len(d.labels))]
+    compared = [c for c, mark in enumerate(marks) if mark == COMPARED]
+    m = len(compared)
+    p_raw = p_values(d, compared)
+    p_adj = holm(p_raw)
+    adjusted_level = 1.0 - (1.0 - LEVEL) / m if m else None
+    classes = []
+    for c, label in enumerate(d.labels):
+        if d.rows_ja[c] + d.rows_en[c] == 0:
+            continue
+        entry: dict[str, Any] = {
+            "class": label,
+            "status": marks[c],
+            "rows_ja": int(d.rows_ja[c]),
+            "rows_en": int(d.rows_en[c]),
+            "prompts_ja": int(d.prompts_ja[c]),
+            "prompts_en": int(d.prompts_en[c]),
+            "rate_ja": per_lang.get("ja", {}).get(label),
+            "rate_en": per_lang.get("en", {}).get(label),
+        }
+        if marks[c] == COMPARED:
+            j = compared.index(c)
+            point = np.array([d.point[c]])
+            boot = d.boot[:, c : c + 1]
+            lo, hi = interval(point, boot, int(d.g[c]), int(d.h[c]), rs.method, LEVEL)
+            assert adjusted_level is not None
+            a_lo, a_hi = interval(point, boot, int(d.g[c]), int(d.h[c]), rs.method, adjusted_level)
+            entry["difference"] = {
+                "value": as_float(d.point[c]),
+                "ci_low": as_float(lo[0]),
+                "ci_high": as_float(hi[0]),
+                "n": int(d.rows_ja[c] + d.rows_en[c]),
+                "p": as_float(p_raw[j]),
+                "p_holm": as_float(p_adj[j]),
+                "adjusted_low": as_float(a_lo[0]),
+                "adjusted_high": as_float(a_hi[0]),
+            }
+        classes.append(entry)
+    return {
+        "column": column,
+        "comparisons": m,
+        "adjusted_level": adjusted_level,
+        "classes": classes,
+    }
+
+
+def class_gaps(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    families: dict[str, Mask],
+    judged: Mask,
+    support: Support,
+    min_count: int,
+    columns: tuple[str, ...] = DECLARED,
+) -> dict[str, Any]:
+    """``{adjustment, level, family_of_comparisons, families: {family: {runs, ks, by:
+    {column: class_table}}}}``: the declared breakdowns, per drafter family."""
+    out: dict[str, Any] = {
+        "adjustment": ADJUSTMENT,
+        "level": LEVEL,
+        "family_of_comparisons": FAMILY_OF_COMPARISONS,
+        "families": {},
+    }
+    for name, mask in families.items():
+        rows = judged & mask
+        block: dict[str, Any] = {
+            "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+            "ks": sorted({int(k) for k in frame["k"].to_numpy()[mask]}) if "k" in frame else [],
+            "by": {},
+        }
+        for column in columns:
+            if column in frame:
+                block["by"][column] = class_table(frame, rs, rows, column, support, min_count)
+        out["families"][name] = block
+    return out
