@@ -58,15 +58,15 @@ def test_replay_equals_the_committed_real_trace() -> None:
     recorded it in check.json and as comparing the committed files says again: equal
     wherever the replay knows the draft, and so the same counts.
 
-    The committed study has only the draft-model trace (docs/study.md: its n-gram check
-    trace was not run); the n-gram trace against its replay, on the real pair, is
-    tests/test_study_vllm.py::test_replayed_events_equal_the_traced_ones_row_for_row.
+    The committed study has both real k = 3 traces: the draft-model trace the sweep was
+    replayed from and the n-gram check trace (docs/study.md); on the real pair in the
+    suite, tests/test_study_vllm.py::test_replayed_events_equal_the_traced_ones_row_for_row.
     """
     from tokenlens.demo import replay_check
 
     checks = json.loads((FULL / "replay" / "check.json").read_text("utf-8"))
     traces = sorted(p.name for p in (FULL / "traces").iterdir() if p.is_dir())
-    assert [c["traced"] for c in checks] == traces == ["draft_model-k3"]
+    assert [c["traced"] for c in checks] == traces == ["draft_model-k3", "ngram-k3"]
     for c in checks:
         assert c == replay_check(FULL / "traces" / c["traced"], FULL / "runs" / c["replayed"])
         assert c["equal_judged"] == c["rows_traced"] == c["rows_replayed"] > 0
