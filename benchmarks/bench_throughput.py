@@ -78,7 +78,7 @@ def concurrency_sweep(args: argparse.Namespace, prompts: list[Prompt]) -> list[d
         prompts=trace_file,
         out=args.work / "sweep",
         method="draft_model",
-        num_spec=3,
+        k=3,
         dtype="float32",
         max_model_len=4096,
     )
@@ -133,7 +133,7 @@ def cells_per_hour(args: argparse.Namespace, prompts: list[Prompt]) -> list[dict
             prompts=trace_file,
             out=source,
             method="draft_model",
-            num_spec=3,
+            k=3,
             sampling=SamplingConfig(max_tokens=args.max_tokens, logprobs=10),
             concurrency=args.cell_concurrency,
             dtype="float32",

@@ -97,7 +97,7 @@ def trace(cell: Cell, prompts: Path, args: argparse.Namespace) -> tuple[Path, fl
             prompts=prompts,
             out=out,
             method=cell.method,
-            num_spec=cell.k,
+            k=cell.k,
             sampling=SamplingConfig(max_tokens=256, logprobs=10),
             concurrency=args.concurrency,
             dtype=args.dtype,

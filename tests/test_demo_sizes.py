@@ -120,7 +120,7 @@ def test_reuse_keeps_only_a_complete_trace_with_the_same_signature(tmp_path: Pat
         prompts=prompts,
         out=tmp_path / "dm3",
         method="draft_model",
-        num_spec=3,
+        k=3,
         sampling=SamplingConfig(max_tokens=256, logprobs=10),
         dtype="float32",
         cap_tokens=128,
@@ -131,7 +131,7 @@ def test_reuse_keeps_only_a_complete_trace_with_the_same_signature(tmp_path: Pat
     manifest = {"status": "complete", "signature": signature, "vllm_version": "0.32.0"}
     (trace.out / "manifest.json").write_text(json.dumps(manifest), "utf-8")
     assert reusable(trace)
-    assert not reusable(replace(trace, num_spec=2))
+    assert not reusable(replace(trace, k=2))
     assert not reusable(replace(trace, cap_tokens=64))
     (trace.out / "manifest.json").write_text(json.dumps({**manifest, "status": "partial"}))
     assert not reusable(trace)

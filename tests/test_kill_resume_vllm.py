@@ -51,7 +51,7 @@ from tokenlens.trace import TraceConfig, run_trace
 try:
     run_trace(TraceConfig(
         prompts=Path(sys.argv[1]), out=Path(sys.argv[2]), model="tiny-mimo-mtp",
-        method="mtp", num_spec=2, load_format="dummy", concurrency=1,
+        method="mtp", k=2, load_format="dummy", concurrency=1,
         sampling=SamplingConfig(max_tokens=256, ignore_eos=True),
     ))
 except TokenlensError as exc:

@@ -77,3 +77,16 @@ def test_resume_refuses_a_changed_prompt_file_and_keeps_the_salvage(tmp_path: Pa
     assert reasons["short-en"] == "stop"  # implied by its step files: it ended on <|im_end|>
     assert not (run / "capture" / "resume-1").exists()
     assert pq.read_table(run / "events.parquet").num_rows == salvaged.metrics.num_draft_tokens
+
+
+def test_an_old_manifest_that_names_k_num_spec_resumes_with_its_k(tmp_path: Path) -> None:
+    """Manifests written before the rename say ``num_spec``; resume must not fall back to
+    the default k (3) silently, so a committed k = 3 run and a rewritten k = 5 copy are
+    both read back with their own k."""
+    from tokenlens.trace import config_from_json
+
+    data = json.loads((REPO / "tests/data/run-dm3/manifest.json").read_text("utf-8"))
+    old = data["trace_config"]
+    assert "num_spec" in old and "k" not in old
+    assert config_from_json(old, tmp_path).k == 3
+    assert config_from_json({**old, "num_spec": 5}, tmp_path).k == 5

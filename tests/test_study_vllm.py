@@ -92,7 +92,7 @@ def study(pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     # to flip choices 0.1 nats apart, far outside a near-tie.
     common = {
         "prompts": prompts,
-        "num_spec": 3,
+        "k": 3,
         "concurrency": 1,
         "dtype": "float32",
         "max_model_len": MAX_MODEL_LEN,

@@ -45,12 +45,12 @@ PROMPTS: list[dict[str, object]] = [
 ]
 # method -> TraceConfig fields (k differs per method, so that a mix-up would show).
 CASES: dict[str, dict[str, Any]] = {
-    "mtp": {"model": "tiny-mimo-mtp", "method": "mtp", "draft_model": None, "num_spec": 2},
+    "mtp": {"model": "tiny-mimo-mtp", "method": "mtp", "draft_model": None, "k": 2},
     "dflash": {
         "model": "tiny-qwen3",
         "method": "dflash",
         "draft_model": "tiny-qwen3-dflash",
-        "num_spec": 3,
+        "k": 3,
     },
 }
 
@@ -214,7 +214,7 @@ def tiny_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def test_trace_reconciles_exactly(tiny_run: Run) -> None:
     man = tiny_run.manifest
     case = CASES[man["speculative"]["method"]]
-    k = case["num_spec"]
+    k = case["k"]
     assert man["status"] == "complete"
     assert man["model"] == case["model"] and man["speculative"]["model"] == case["draft_model"]
     assert man["speculative"]["num_speculative_tokens"] == k

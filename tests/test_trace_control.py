@@ -35,7 +35,7 @@ def config(tmp_path: Path, cache: Path, method: str = "draft_model", **kw: objec
         model="tiny-qwen3",
         draft_model="tiny-mimo-mtp" if method == "draft_model" else None,
         method=method,
-        num_spec=3,
+        k=3,
         load_format="dummy",
         cache=cache,
         sampling=SamplingConfig(max_tokens=20, logprobs=2),

@@ -232,7 +232,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
             prompts=corpus,
             out=trace_root / name,
             method=method,
-            num_spec=k,
+            k=k,
             sampling=SamplingConfig(max_tokens=256, logprobs=10),
             concurrency=size.concurrency,
             dtype="float32",  # as in the demo plans: bf16 prefills ~3x slower on AVX2

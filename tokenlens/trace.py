@@ -89,7 +89,7 @@ class TraceConfig:
     tokenizer: str | None = None
     method: str = BASELINE
     draft_model: str | None = None
-    num_spec: int = 3
+    k: int = 3  # draft tokens per step (vLLM's num_speculative_tokens)
     spec_options: dict[str, Any] = field(default_factory=dict)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     # Requests in flight: batching is nearly free on the CPU (docs/development.md, trace
@@ -164,7 +164,7 @@ def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> Eng
             f"{weightless[0]} has no weights (it exists to test code paths): "
             f"use --load-format {TINY_LOAD_FORMAT}"
         )
-    if config.num_spec < 1 and method != BASELINE:
+    if config.k < 1 and method != BASELINE:
         raise TokenlensError("--k must be at least 1")
     model_path = resolve_model(config.model, config.cache, progress)
     speculative = None
@@ -177,7 +177,7 @@ def build_engine_config(config: TraceConfig, progress: Progress = SILENT) -> Eng
         draft_path = resolve_model(draft, config.cache, progress) if draft is not None else None
         speculative = SpeculativeSpec(
             method,
-            config.num_spec,
+            config.k,
             draft_path,
             {**draft_load_options(draft_path), **config.spec_options},
         )
@@ -210,7 +210,7 @@ def manifest_for(config: TraceConfig, prompts: list[Prompt], vllm_version: str) 
     spec = {
         "method": config.method,
         "model": draft_name,
-        "num_speculative_tokens": config.num_spec if config.method != BASELINE else 0,
+        "num_speculative_tokens": config.k if config.method != BASELINE else 0,
         "options": config.spec_options,
     }
     # Runs on other than the real weights get a field of their own, so their signature
@@ -272,6 +272,8 @@ def config_to_json(config: TraceConfig) -> dict[str, Any]:
 def config_from_json(data: dict[str, Any], out: Path) -> TraceConfig:
     """Inverse of :func:`config_to_json` (unknown keys from later versions are ignored)."""
     known = {f.name for f in fields(TraceConfig)}
+    if "num_spec" in data and "k" not in data:  # older manifests name k num_spec
+        data = {**data, "k": data["num_spec"]}
     kwargs = {k: v for k, v in data.items() if k in known}
     kwargs["prompts"] = Path(kwargs["prompts"])
     kwargs["sampling"] = SamplingConfig(**kwargs.get("sampling", {}))

@@ -119,7 +119,7 @@ def test_trace_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> N
         out=tmp_path / "run",
         model=MODEL,
         method="mtp",
-        num_spec=K,
+        k=K,
         load_format="dummy",
         sampling=SamplingConfig(max_tokens=32, logprobs=5, ignore_eos=True),
         concurrency=2,

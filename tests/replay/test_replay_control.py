@@ -39,7 +39,7 @@ def trace(tmp: Path, cache: Path, method: str, k: int) -> Path:
             model="tiny-qwen3",
             draft_model="tiny-mimo-mtp" if method == "draft_model" else None,
             method=method,
-            num_spec=k,
+            k=k,
             load_format="dummy",
             cache=cache,
             sampling=SamplingConfig(max_tokens=24, logprobs=1),

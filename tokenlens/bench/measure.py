@@ -162,7 +162,7 @@ def trace_config(plan: Plan, case: Case, out: Path, cache: Path | None) -> Trace
         model=case.model.path,
         method=m.method,
         draft_model=m.draft_model,
-        num_spec=case.k if m.method != BASELINE else 3,
+        k=case.k if m.method != BASELINE else 3,
         spec_options=dict(m.options),
         engine_options=dict(case.model.engine),
         sampling=sampling_config(plan),

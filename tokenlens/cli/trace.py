@@ -127,7 +127,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--k",
         "--num-spec",  # deprecated alias: k is the name everywhere a user sees it
-        dest="num_spec",
+        dest="k",
         type=positive_int,
         default=3,
         metavar="K",
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         method=args.method,
         draft_model=args.draft_model,
-        num_spec=args.num_spec,
+        k=args.k,
         spec_options=parse_options(args.spec_option),
         sampling=SamplingConfig(
             max_tokens=args.max_tokens,
