@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: set up the locked environment, build the
-# embedded models into the cache (skipped when cached), lint, type-check, and run
-# every test, including the real vLLM CPU runs.
+# embedded models into the cache (skipped when cached), fetch vLLM 0.34.0's sources,
+# lint, type-check, and run every test, including the real vLLM CPU runs.
 #
 # Tests run in two parts: the fast part (-m "not vllm": no engine, no model build) on
 # two pytest-xdist workers (a file's tests on one worker, so that module fixtures are
@@ -18,6 +18,12 @@ if ! bash scripts/install_chromium.sh; then
   echo "test: could not install chromium; the browser test will skip unless TOKENLENS_REQUIRE_BROWSER=1" >&2
 fi
 .venv/bin/tokenlens models ensure
+# vLLM 0.34.0's pure-Python sources (its wheel without *.so, ~240 MB download once), so
+# tests/capture/test_scheduler_releases.py drives the newest release's real Scheduler
+# and AsyncScheduler instead of skipping. A failed download fails the run.
+if [ ! -f "${TOKENLENS_CACHE:-$HOME/.cache/tokenlens}/vllm-src/0.34.0/vllm/v1/core/sched/scheduler.py" ]; then
+  PYTHON=.venv/bin/python bash scripts/vllm_source_tree.sh 0.34.0
+fi
 .venv/bin/ruff check tokenlens tests benchmarks scripts
 .venv/bin/ruff format --check tokenlens tests benchmarks scripts
 .venv/bin/mypy
