@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 from tests.support import check_events, needs, write_prompts
-from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.pipeline import run_analyze
 from tokenlens.cli import main
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError

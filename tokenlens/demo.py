@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.pipeline import AnalyzeConfig, AnalyzeResult, run_analyze
+from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.pipeline import AnalyzeResult, run_analyze
 from tokenlens.bench.measure import BenchConfig, run_bench
-from tokenlens.bench.results_csv import BENCH_JSON, read_results
+from tokenlens.bench_results import BENCH_JSON, read_results
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import ensure_pair

@@ -37,13 +37,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenlens import __version__
+from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.errors import TokenlensError
@@ -56,9 +57,6 @@ from tokenlens.rundir import (
     write_json_atomic,
 )
 from tokenlens.signature import parse_signature
-
-if TYPE_CHECKING:
-    from tokenlens.analysis.pipeline import AnalyzeConfig
 
 OUT_MARKER = ".tokenlens-analyze.json"
 """Written into every analyze output directory: analyze may write there again."""

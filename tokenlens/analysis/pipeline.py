@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenlens import __version__
-from tokenlens.analysis.bootstrap import DEFAULT_METHOD, LEVEL, METHODS, Resampler
+from tokenlens.analysis.bootstrap import LEVEL, METHODS, Resampler
 from tokenlens.analysis.breakdown import (
     BREAKDOWNS,
     group_codes,
@@ -34,7 +34,8 @@ from tokenlens.analysis.breakdown import (
     text_per_step,
 )
 from tokenlens.analysis.classes import class_gaps
-from tokenlens.analysis.decompose import CONF_BINS, Support, decompose, has_pair
+from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
@@ -69,36 +70,6 @@ OUTPUTS = "outputs.parquet"
 SUMMARY = "summary.json"
 TABLES = "tables.md"
 DESCRIBE_BY = ("script", "boundary", "particle_type", "rank_bucket")
-
-
-@dataclass(frozen=True)
-class AnalyzeConfig:
-    """Options of one analysis (all recorded in summary.json)."""
-
-    runs: tuple[Path, ...]
-    out: Path
-    seed: int = 0
-    n_boot: int = 1000
-    min_count: int = 30
-    tokenizer: str | None = None
-    delta: float = 0.02
-    alpha: float = Rules.alpha
-    draft_cost: float | None = None
-    bench: Path | None = None
-    regression: bool = True
-    min_prompts: int = 30
-    interval: str = DEFAULT_METHOD
-    support: Support = field(default_factory=Support)
-    # Input checks (tokenlens.analysis.inputs): analyse partial / unreconciled runs anyway,
-    # and write into an --out that holds files analyze did not write.
-    allow_partial: bool = False
-    allow_unreconciled: bool = False
-    overwrite: bool = False
-    # A prompt file whose tags.domain gives each prompt's domain (the per-domain gaps).
-    prompts: Path | None = None
-    # The sections no verdict reads (per-class differences, per-k verdicts, domains,
-    # rejections): the test bed leaves them out to measure the verdicts faster.
-    details: bool = True
 
 
 @dataclass(frozen=True)

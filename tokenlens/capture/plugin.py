@@ -41,7 +41,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tokenlens.capture import TRACE_DIR_ENV
 from tokenlens.capture.recorder import StepRecorder, write_status
 from tokenlens.capture.surface import (
     HOOKED,
@@ -51,11 +50,12 @@ from tokenlens.capture.surface import (
     SurfaceReport,
     calls_super,
     check_sources,
-    directory_reader,
     stats_calls,
 )
 from tokenlens.capture.tiers import REFUSED, UNTESTED, Tier, tier_for
+from tokenlens.engine.config import TRACE_DIR_ENV
 from tokenlens.engine.facts import config_facts
+from tokenlens.engine.vllm_source import directory_reader
 
 _PATCH_MARK = "__tokenlens_original__"
 _SUBCLASS_MARK = "__tokenlens_subclass_hook__"

@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import json
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tokenlens.engine.vllm_source import (
+    Reader,
+    directory_reader,
+    installed_root,
+    reader_for,
+    source_version,
+)
 
 # Source files the hook depends on, relative to the directory that holds ``vllm/``.
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
@@ -35,7 +41,6 @@ REQUEST = "vllm/v1/request.py"
 SPEC_METRICS = "vllm/v1/spec_decode/metrics.py"
 REQUEST_METRICS = "vllm/v1/metrics/stats.py"
 OBSERVABILITY = "vllm/config/observability.py"
-VERSION_FILE = "vllm/_version.py"
 
 UPDATE_PARAMS = ("self", "scheduler_output", "model_runner_output")
 STATS_PARAMS = (
@@ -49,8 +54,6 @@ STATS_PARAMS = (
 HOOKED = ("update_from_output", "make_spec_decoding_stats")
 # Fields of ModelRunnerOutput that map a request id to its row, in order of preference.
 INDEX_FIELDS = ("req_id_to_index", "req_ids")
-
-Reader = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -102,62 +105,6 @@ class SurfaceReport:
 
 
 # -- source trees -------------------------------------------------------------------
-def directory_reader(root: Path) -> Reader:
-    """Sources under ``root`` (the directory holding ``vllm/``)."""
-
-    def read(rel: str) -> str | None:
-        path = root / rel
-        return path.read_text(encoding="utf-8") if path.is_file() else None
-
-    return read
-
-
-def wheel_reader(wheel: Path) -> Reader:
-    """Sources inside a wheel (a zip), read without extracting or importing."""
-    archive = zipfile.ZipFile(wheel)
-    names = set(archive.namelist())
-
-    def read(rel: str) -> str | None:
-        return archive.read(rel).decode("utf-8") if rel in names else None
-
-    return read
-
-
-def reader_for(path: Path) -> Reader:
-    """A wheel file, a ``vllm/`` directory, or a directory that holds ``vllm/``."""
-    if path.is_file() and path.suffix == ".whl":
-        return wheel_reader(path)
-    if (path / "v1").is_dir() and path.name == "vllm":
-        return directory_reader(path.parent)
-    if (path / "vllm").is_dir():
-        return directory_reader(path)
-    raise FileNotFoundError(f"{path}: neither a vLLM wheel nor a directory holding vllm/")
-
-
-def installed_root() -> Path | None:
-    """The directory holding the installed ``vllm/`` package, found without importing it."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))).parent
-
-
-def source_version(read: Reader) -> str | None:
-    """``__version__`` from ``vllm/_version.py`` (written by vLLM's build)."""
-    text = read(VERSION_FILE)
-    if text is None:
-        return None
-    for node in ast.parse(text).body:
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Constant)
-            and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
-        ):
-            return str(node.value.value)
-    return None
-
-
-# -- ast helpers --------------------------------------------------------------------
 def _dump(node: ast.AST) -> str:
     """The structure of ``node`` in a form that does not depend on the Python reading it.
 

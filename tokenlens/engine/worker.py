@@ -34,8 +34,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
-from tokenlens.capture import TRACE_DIR_ENV
-from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
+from tokenlens.engine.config import TRACE_DIR_ENV, EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.facts import engine_facts, extension_kwargs
 from tokenlens.engine.results import (
     ACCEPTED_PER_POS,

@@ -36,7 +36,7 @@ def run_infos(study: Study) -> list[Any]:
 
 def config(n_boot: int, seed: int, interval: str = "t", min_prompts: int = 30) -> Any:
     """``AnalyzeConfig`` for an in-memory analysis (no run directories, no output)."""
-    from tokenlens.analysis.pipeline import AnalyzeConfig
+    from tokenlens.analysis.config import AnalyzeConfig
 
     wanted: dict[str, Any] = {
         "runs": (),
