@@ -390,15 +390,6 @@ def check_lines(path: Path, prompts: list[Prompt]) -> list[str]:
 # --- all of it -------------------------------------------------------------------------
 
 
-def load_corpora(directory: Path) -> dict[str, list[Prompt]]:
-    """Every ``*.jsonl`` file directly in ``directory``, by file name (a malformed file
-    raises :class:`TokenlensError` naming its line)."""
-    files = sorted(directory.glob("*.jsonl"))
-    if not files:
-        raise TokenlensError(f"no *.jsonl prompt files in {directory}")
-    return {f.name: read_prompts(f) for f in files}
-
-
 def check_corpora(directory: Path | None = None) -> list[str]:
     """Every rule on every file of ``directory`` (default :func:`corpora_dir`), and
     whether its manifest is up to date. An empty list: all is well."""

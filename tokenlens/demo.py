@@ -35,8 +35,6 @@ from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import read_run
 from tokenlens.trace import DEFAULT_CONCURRENCY, TraceConfig, run_trace
 
-# Shipped with the package (a wheel) or at the root of a checkout: tokenlens.packaged.
-DEFAULT_CORPUS = corpora_dir() / "demo.jsonl"
 PLANS = plans_dir()
 
 

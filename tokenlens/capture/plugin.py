@@ -170,13 +170,6 @@ def check_running() -> tuple[Any, SurfaceReport, Tier]:
     return Scheduler, report, tier_for(version, report)
 
 
-def check_compatibility() -> tuple[Any, str | None]:
-    """(Scheduler class, None) if this vLLM has the surface we hook, else (None, why)."""
-    scheduler_cls, report, _ = check_running()
-    problem = report.problem()
-    return (None, problem) if problem is not None else (scheduler_cls, None)
-
-
 def install(directory: str) -> str | None:
     """Patch the scheduler once per process; return why not, or None on success."""
     global _active
