@@ -12,8 +12,9 @@ these outputs: analysis never imports the presentation layer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ from tokenlens.errors import TokenlensError
 from tokenlens.format_version import ANALYSIS, stamp
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay.trust import unvouched
-from tokenlens.rundir import read_run, write_json_atomic
+from tokenlens.rundir import MANIFEST, read_run, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
 
 TOKENS = "tokens.parquet"
@@ -111,6 +112,8 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         raise TokenlensError(f"--interval must be one of {', '.join(METHODS)}")
     if not 0.0 < config.alpha < 0.5:
         raise TokenlensError(f"--alpha must lie between 0 and 0.5 (got {config.alpha:g})")
+    # One order whatever order the runs were given in: every output follows it.
+    config = replace(config, runs=canonical_order(config.runs))
     domains = _prompt_domains(config)  # before validate_inputs creates --out
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
@@ -250,6 +253,28 @@ def _draft_costs(config: AnalyzeConfig, methods: set[str]) -> dict[str, tuple[fl
             "with a matching baseline to fit the draft cost"
         )
     return costs
+
+
+def canonical_order(paths: Sequence[Path]) -> tuple[Path, ...]:
+    """The runs sorted by method, k and signature, then directory name and full path.
+
+    Everything the analysis writes follows the order of its runs (``runs[]``, the
+    merged signature's ``draft:a+b``, the rows of tokens.parquet, tables.md), so
+    ``analyze A B`` and ``analyze B A`` must see one order to give one output. A
+    manifest that cannot be read sorts first; the input checks refuse it next.
+    """
+
+    def key(path: Path) -> tuple[str, int, str, str, str]:
+        try:
+            manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+            spec = manifest.get("speculative") or {}
+            method, k = str(spec.get("method", "")), int(spec.get("num_speculative_tokens") or 0)
+            signature = str(manifest.get("signature", ""))
+        except (OSError, ValueError, TypeError, AttributeError):
+            method, k, signature = "", 0, ""
+        return method, k, signature, path.resolve().name, str(path.resolve())
+
+    return tuple(sorted(paths, key=key))
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:
