@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -453,6 +453,17 @@ def finalize(
     return Finished(problems, capture_problem)
 
 
+def manifest_k(manifest: Mapping[str, Any]) -> int:
+    """k, the draft tokens per step, from a manifest (0 for a baseline or when missing).
+
+    The manifest keeps vLLM's ``speculative_config`` under vLLM's own names (the run
+    directory's contract), so k is ``speculative.num_speculative_tokens`` there; inside
+    tokenlens it is ``k``, and this is the one place that reads it.
+    """
+    spec = manifest.get("speculative")
+    return int((spec.get("num_speculative_tokens") if isinstance(spec, Mapping) else 0) or 0)
+
+
 @dataclass(frozen=True)
 class Run:
     """A validated run directory."""
@@ -466,6 +477,14 @@ class Run:
     @property
     def complete(self) -> bool:
         return bool(self.manifest["status"] == "complete")
+
+    @property
+    def method(self) -> str:
+        return str((self.manifest.get("speculative") or {}).get("method", "unknown"))
+
+    @property
+    def k(self) -> int:
+        return manifest_k(self.manifest)
 
     @property
     def empty_steps(self) -> int:

@@ -430,7 +430,7 @@ def _check_events(run: Run) -> None:
     position = ev.column("position").to_numpy()
     if (step < 0).any() or (position < 0).any():
         raise TokenlensError(f"{where}: a step or position is negative")
-    k = run.manifest["speculative"].get("num_speculative_tokens")
+    k = run.k
     if k and (position >= k).any():
         raise TokenlensError(
             f"{where}: draft position {int(position.max())} but the run drafts k={k} tokens"

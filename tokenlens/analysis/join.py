@@ -53,9 +53,6 @@ from tokenlens.text import (
     token_spans,
 )
 
-TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
-"""Drafting methods that learned nothing: no training data, so no H2 effect."""
-
 # Buckets: lower edges, labels say the half-open range.
 OUTPUT_EDGES = (0, 16, 64, 256, 1024)
 RANK_EDGES = (0, 1_000, 10_000, 50_000, 100_000)
@@ -147,8 +144,8 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
     frame = pd.DataFrame(
         {
             "run": label,
-            "method": str(run.manifest["speculative"].get("method", "unknown")),
-            "k": int(run.manifest["speculative"].get("num_speculative_tokens") or 0),
+            "method": run.method,
+            "k": run.k,
             "request_id": pd.Categorical.from_codes(req_index, categories=rid),
             "prompt_id": _take_strings(req.column("prompt_id"), req_index),
             "lang": _take_strings(pa.chunked_array([pa.array(langs, pa.string())]), req_index),

@@ -63,7 +63,7 @@ from tokenlens.errors import TokenlensError
 from tokenlens.format_version import ANALYSIS, stamp
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay.trust import unvouched
-from tokenlens.rundir import MANIFEST, read_run, write_json_atomic
+from tokenlens.rundir import MANIFEST, manifest_k, read_run, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
 
 TOKENS = "tokens.parquet"
@@ -125,7 +125,6 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     for run, label in zip(runs, labels, strict=True):
         frames.append(join_run(run, label, config.tokenizer))
         outputs.append(output_texts(run, label, config.tokenizer))
-        spec = run.manifest["speculative"]
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
         if run.events is not None:
@@ -136,8 +135,8 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
             RunInfo(
                 label=label,
                 path=str(run.path),
-                method=str(spec.get("method", "unknown")),
-                k=int(spec.get("num_speculative_tokens") or 0),
+                method=run.method,
+                k=run.k,
                 signature=str(run.manifest["signature"]),
                 status=str(run.manifest["status"]),
                 metrics=run.metrics.to_json(),
@@ -267,9 +266,8 @@ def canonical_order(paths: Sequence[Path]) -> tuple[Path, ...]:
     def key(path: Path) -> tuple[str, int, str, str, str]:
         try:
             manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-            spec = manifest.get("speculative") or {}
-            method, k = str(spec.get("method", "")), int(spec.get("num_speculative_tokens") or 0)
-            signature = str(manifest.get("signature", ""))
+            method = str((manifest.get("speculative") or {}).get("method", ""))
+            k, signature = manifest_k(manifest), str(manifest.get("signature", ""))
         except (OSError, ValueError, TypeError, AttributeError):
             method, k, signature = "", 0, ""
         return method, k, signature, path.resolve().name, str(path.resolve())

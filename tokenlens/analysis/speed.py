@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.join import TRAINING_FREE
 from tokenlens.bench_results import RESULTS_CSV, read_results
+from tokenlens.engine.config import TRAINING_FREE
 from tokenlens.errors import TokenlensError
 
 DEFAULT_COST_TRAINING_FREE = 0.0

@@ -66,9 +66,9 @@ from tokenlens.analysis.decompose import (
     has_pair,
 )
 from tokenlens.analysis.gap import gap
-from tokenlens.analysis.join import TRAINING_FREE
 from tokenlens.analysis.wording import no_deficit_sentence, reading_sentence, runs_phrase
 from tokenlens.arrays import Mask
+from tokenlens.engine.config import TRAINING_FREE
 from tokenlens.format import interval_prose
 
 SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"

@@ -34,10 +34,10 @@ import numpy.typing as npt
 
 from tokenlens.arrays import F64
 from tokenlens.arrays import Mask as B
+from tokenlens.engine.config import TRAINING_FREE
 from tokenlens.testing.scenarios import Scenario
 from tokenlens.testing.simulate import RunSpec, Study, simulate_study
 
-TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
 ESTIMANDS = (
     "acceptance_ja",
     "acceptance_en",
