@@ -34,7 +34,7 @@ from tokenlens.cli import main
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models import tiny
-from tokenlens.models.embedded import MARKER
+from tokenlens.models.build import MARKER
 from tokenlens.prompts import read_prompts
 from tokenlens.rundir import Run, read_run
 from tokenlens.trace import TraceConfig, build_engine_config, manifest_for, run_trace
