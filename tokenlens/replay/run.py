@@ -49,7 +49,7 @@ from tokenlens.replay.steps import (
 from tokenlens.replay.trust import exactness
 from tokenlens.rundir import RunWriter, finalize, now_iso
 from tokenlens.signature import make_signature, parse_signature
-from tokenlens.trace import model_identity
+from tokenlens.trace.models import model_identity
 
 METHODS = ("draft_model", "ngram")
 SCORING_BATCH_TOKENS = 2048
