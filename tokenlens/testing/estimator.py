@@ -18,7 +18,7 @@ from tokenlens.testing.truth import ESTIMANDS
 
 def run_infos(study: Study) -> list[Any]:
     """``RunInfo`` of every run of ``study``."""
-    from tokenlens.analysis.pipeline import RunInfo
+    from tokenlens.analysis.summarize import RunInfo
 
     return [
         RunInfo(
@@ -62,7 +62,7 @@ def analyze(
     frame: Any = None,
 ) -> dict[str, Any]:
     """``summarize`` on the study's frame (or on ``frame``, e.g. a modified copy)."""
-    from tokenlens.analysis.pipeline import summarize
+    from tokenlens.analysis.summarize import summarize
 
     data = study.frame() if frame is None else frame
     summary: dict[str, Any] = summarize(
