@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rundir", "bench_results"),
     ("capture",),
     ("engine", "text", "corpora"),
-    ("models", "prompts", "packaged", "signature", "format_version"),
+    ("models", "prompts", "packaged", "signature", "format_version", "dirlock"),
     ("errors", "format", "progress", "arrays", "tokenlens"),
 )
 LAYER_OF = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}

@@ -55,11 +55,11 @@ from tokenlens.errors import TokenlensError
 from tokenlens.rundir import (
     Run,
     now_iso,
-    output_mismatch,
     read_run,
     write_json_atomic,
 )
 from tokenlens.signature import parse_signature
+from tokenlens.text.detokenize import output_mismatch
 
 OUT_MARKER = ".tokenlens-analyze.json"
 """Written into every analyze output directory: analyze may write there again."""
