@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rundir", "bench_results"),
     ("capture",),
     ("engine", "text", "corpora"),
+    ("corpus_manifest",),
     ("models", "prompts", "packaged", "signature", "format_version", "dirlock"),
     ("errors", "format", "progress", "arrays", "tokenlens"),
 )
