@@ -42,15 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.capture.recorder import StepRecorder, write_status
+from tokenlens.capture.source_ast import calls_super, stats_calls
 from tokenlens.capture.surface import (
     HOOKED,
     STATS_PARAMS,
     UPDATE_PARAMS,
     Assumption,
     SurfaceReport,
-    calls_super,
     check_sources,
-    stats_calls,
 )
 from tokenlens.capture.tiers import REFUSED, UNTESTED, Tier, tier_for
 from tokenlens.engine.config import TRACE_DIR_ENV
