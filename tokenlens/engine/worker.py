@@ -16,6 +16,12 @@ over a ``multiprocessing.connection`` socket:
 All vLLM contact of the in-process path is in this module, or in a function that
 ``call`` runs here (``function(llm, *args, progress=...)``: replay's drafter and
 look-ahead passes in :mod:`tokenlens.replay.passes`).
+
+Why one file over 450 lines: it is everything that runs in the engine subprocess and
+all of the in-process path's vLLM contact (building the ``LLM``, rendering prompts,
+reading outputs, logprobs and counters, the request loop): a vLLM upgrade is checked
+against this one file, and the subprocess imports nothing else of tokenlens beyond
+plain data modules.
 """
 
 from __future__ import annotations
