@@ -40,7 +40,7 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> FakeVllm:
     """Starts fake engines (tests/support.py) for run_trace, resume_trace, run_bench and
     run_replay; the installed vLLM's version, which signatures name, is the fake's."""
-    for module in ("tokenlens.trace", "tokenlens.bench.measure"):
+    for module in ("tokenlens.trace.run", "tokenlens.trace.resume", "tokenlens.bench.measure"):
         monkeypatch.setattr(f"{module}.installed_vllm", lambda: FAKE_VLLM_VERSION)
     monkeypatch.setattr(runner, "load_hf_tokenizer", _hf_tokenizer)
     return FakeVllm()

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tokenlens.bench.results_csv import COLUMN_NAMES, Row, read_results, write_results
+from tokenlens.bench_results import COLUMN_NAMES, Row, read_results, write_results
 from tokenlens.capture.reconcile import reconcile
 from tokenlens.engine.results import SpecCounters
 from tokenlens.errors import TokenlensError

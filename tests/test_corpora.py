@@ -14,9 +14,7 @@ import pytest
 from tokenlens.cli import main
 from tokenlens.corpora import (
     EXPECTED_FILES,
-    MANIFEST,
     QUICK,
-    build_manifest,
     check_balance,
     check_corpora,
     check_demo,
@@ -30,10 +28,9 @@ from tokenlens.corpora import (
     check_unique,
     corpora_dir,
     full_text,
-    manifest_problems,
-    render_manifest,
     tag,
 )
+from tokenlens.corpus_manifest import MANIFEST, build_manifest, manifest_problems, render_manifest
 from tokenlens.prompts import Prompt, read_prompts
 
 CORPORA = corpora_dir()

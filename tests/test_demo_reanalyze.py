@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import assert_one_line_error, cli
-from tokenlens.bench.results_csv import read_results
+from tokenlens.bench_results import read_results
 from tokenlens.demo import smoke_note, with_note
 from tokenlens.report.findings import findings_markdown
 

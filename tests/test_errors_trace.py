@@ -93,18 +93,38 @@ class FakeEngine:
         return GenerationResult(requests, 1.0, counters_from_events(mine), "0.32.0")
 
 
+# The modules of the trace package that start engines and build their configs.
+ENGINE_MODULES = ("tokenlens.trace.run", "tokenlens.trace.resume")
+
+
+def patch_engine_modules(monkeypatch: pytest.MonkeyPatch, name: str, value: Any) -> None:
+    """Set ``name`` in every module of :data:`ENGINE_MODULES` that uses it."""
+    import importlib
+
+    for module_name in ENGINE_MODULES:
+        module = importlib.import_module(module_name)
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
+
+
 def replace_engine(monkeypatch: pytest.MonkeyPatch, replacement: Any) -> None:
-    """Every engine tokenlens.trace would start is ``replacement``: the module's name and
+    """Every engine tokenlens.trace would start is ``replacement``: the modules' name and
     any function default that is vLLM's Engine (a backend passed as a parameter)."""
+    import importlib
     import inspect
 
-    import tokenlens.trace as trace
     from tokenlens.engine.runner import Engine
 
-    monkeypatch.setattr(trace, "Engine", replacement)
-    for _, function in inspect.getmembers(trace, inspect.isfunction):
-        if function.__module__ != trace.__name__:
-            continue
+    patch_engine_modules(monkeypatch, "Engine", replacement)
+    functions = [
+        function
+        for module_name in ENGINE_MODULES
+        for _, function in inspect.getmembers(
+            importlib.import_module(module_name), inspect.isfunction
+        )
+        if function.__module__ == module_name
+    ]
+    for function in functions:
         if function.__defaults__ and any(d is Engine for d in function.__defaults__):
             swapped = tuple(replacement if d is Engine else d for d in function.__defaults__)
             monkeypatch.setattr(function, "__defaults__", swapped)
@@ -118,15 +138,13 @@ def replace_engine(monkeypatch: pytest.MonkeyPatch, replacement: Any) -> None:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeEngine]]:
     """Every engine of tokenlens.trace is the fake; no model is resolved or tokenised."""
-    import tokenlens.trace as trace
-
     replace_engine(monkeypatch, FakeEngine)
-    monkeypatch.setattr(
-        trace,
+    patch_engine_modules(
+        monkeypatch,
         "build_engine_config",
         lambda config, progress=None: EngineConfig(model="fake", max_model_len=4096),
     )
-    monkeypatch.setattr(trace, "check_prompt_lengths", lambda *a, **k: {})
+    patch_engine_modules(monkeypatch, "check_prompt_lengths", lambda *a, **k: {})
     FakeEngine.finish, FakeEngine.then, FakeEngine.started = None, None, 0
     yield FakeEngine
     FakeEngine.finish, FakeEngine.then = None, None
@@ -297,13 +315,11 @@ def test_resume_is_refused_while_the_trace_runs(tmp_path: Path) -> None:
 
 @pytest.fixture
 def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tokenlens.trace as trace
-
     def refuse(*_: Any, **__: Any) -> None:
         raise AssertionError("an engine was started")
 
     replace_engine(monkeypatch, refuse)
-    monkeypatch.setattr(trace, "build_engine_config", refuse)
+    patch_engine_modules(monkeypatch, "build_engine_config", refuse)
 
 
 def test_a_bogus_method_is_refused_before_anything(no_engine: None, tmp_path: Path) -> None:

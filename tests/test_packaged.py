@@ -8,7 +8,7 @@ import pytest
 
 from tests.support import REPO
 from tokenlens.errors import TokenlensError
-from tokenlens.packaged import packaged_plans, resolve_corpus, resolve_plan
+from tokenlens.packaged import plans_dir, resolve_corpus, resolve_plan
 
 
 def test_names_resolve_to_the_checkout_files(
@@ -19,7 +19,8 @@ def test_names_resolve_to_the_checkout_files(
     assert resolve_plan("plans/demo-cpu.toml") == REPO / "plans" / "demo-cpu.toml"
     assert resolve_corpus("demo") == REPO / "corpora" / "demo.jsonl"
     assert resolve_corpus("corpora/policy.jsonl") == REPO / "corpora" / "policy.jsonl"
-    assert {"demo-cpu", "demo-cpu-small", "qwen35-rtx4070"} <= set(packaged_plans())
+    shipped = {p.stem for p in plans_dir().glob("*.toml")}
+    assert {"demo-cpu", "demo-cpu-small", "qwen35-rtx4070"} <= shipped
 
 
 def test_an_existing_path_wins_over_a_shipped_name(

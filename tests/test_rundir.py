@@ -111,7 +111,7 @@ def test_output_mismatch_tolerates_held_back_tokens() -> None:
     Found on a 128-token trace of the full demo: the last token completed one character
     and started the next, and output_text lacked both, not only the cut one.
     """
-    from tokenlens.rundir import output_mismatch
+    from tokenlens.text.detokenize import output_mismatch
 
     no = "の".encode()
     ja = "日".encode()  # 3 bytes: the last token carries its first byte

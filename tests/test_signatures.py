@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import REPO, copy_run
 from tokenlens.analysis import AnalyzeConfig, run_analyze
-from tokenlens.bench.results_csv import read_results
+from tokenlens.bench_results import read_results
 from tokenlens.signature import make_signature, parse_signature
 from tokenlens.text.study import TokensConfig, run_tokens_study
 

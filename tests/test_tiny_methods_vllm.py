@@ -28,12 +28,13 @@ import numpy as np
 import pytest
 
 from tests.support import check_events, needs, write_prompts
-from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.pipeline import run_analyze
 from tokenlens.cli import main
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models import tiny
-from tokenlens.models.embedded import MARKER
+from tokenlens.models.build import MARKER
 from tokenlens.prompts import read_prompts
 from tokenlens.rundir import Run, read_run
 from tokenlens.trace import TraceConfig, build_engine_config, manifest_for, run_trace

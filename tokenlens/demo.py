@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.pipeline import AnalyzeConfig, AnalyzeResult, run_analyze
+from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.pipeline import AnalyzeResult, run_analyze
 from tokenlens.bench.measure import BenchConfig, run_bench
-from tokenlens.bench.results_csv import BENCH_JSON, read_results
+from tokenlens.bench_results import BENCH_JSON, read_results
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import ensure_pair
@@ -34,8 +35,6 @@ from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import read_run
 from tokenlens.trace import DEFAULT_CONCURRENCY, TraceConfig, run_trace
 
-# Shipped with the package (a wheel) or at the root of a checkout: tokenlens.packaged.
-DEFAULT_CORPUS = corpora_dir() / "demo.jsonl"
 PLANS = plans_dir()
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tokenlens import __version__
-from tokenlens.capture import TRACE_DIR_ENV
+from tokenlens.engine.config import TRACE_DIR_ENV
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 # The study's methods: what vLLM's async scheduling does to each is worth knowing up front.

@@ -40,16 +40,6 @@ def _shipped(folder: Path, suffix: str) -> list[str]:
     return sorted(p.stem for p in folder.glob(f"*{suffix}")) if folder.is_dir() else []
 
 
-def packaged_plans() -> list[str]:
-    """Names of the shipped plans (file names without ``.toml``)."""
-    return _shipped(plans_dir(), ".toml")
-
-
-def packaged_corpora() -> list[str]:
-    """Names of the shipped corpora (file names without ``.jsonl``)."""
-    return _shipped(corpora_dir(), ".jsonl")
-
-
 def _resolve(value: str | Path, folder: Path, suffix: str, what: str) -> Path:
     """An existing path, else a shipped file named ``NAME``, ``NAME.ext`` or ``dir/NAME.ext``."""
     path = Path(value)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from tokenlens.capture.events import EVENTS_OPTIONAL, EVENTS_SCHEMA, Capture, bu
 from tokenlens.capture.filler import filler_rule, mark_fillers
 from tokenlens.capture.reconcile import counters_from_events, reconcile
 from tokenlens.capture.summary import empty_step_count, record_capture
+from tokenlens.dirlock import DirLock
 from tokenlens.engine.results import GeneratedRequest, SpecCounters
 from tokenlens.errors import TokenlensError
 from tokenlens.format_version import RUN, check_readable, stamp
@@ -127,85 +128,6 @@ def write_events(run: Path, events: pa.Table) -> None:
     pq.write_table(events, run / EVENTS)
 
 
-def _complete_utf8(data: bytes) -> bytes:
-    """``data`` without a trailing incomplete UTF-8 sequence (a cut multi-byte character)."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # ASCII or a lead byte
-            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-            return data[:-back] if byte >= 0xC0 and back < need else data
-    return data
-
-
-def decode_output(vocab: Any, ids: Sequence[int]) -> str:
-    """The text vLLM's detokenizer gives for ``ids`` (``skip_special_tokens``, its default).
-
-    Special tokens (end of turn, ...) print nothing; an incomplete UTF-8 sequence at the
-    end (the output was cut inside a character) is held back, as vLLM's incremental
-    detokenizer holds it; other invalid bytes become U+FFFD. ``-1`` (a hole in a
-    salvaged output) contributes nothing.
-    """
-    kept = [int(i) for i in ids if i >= 0]
-    special = vocab.is_special(kept) if kept else []
-    data = b"".join(vocab.pieces([i for i, s in zip(kept, special, strict=True) if not s]))
-    return _complete_utf8(data).decode("utf-8", "replace")
-
-
-def _held_back(pieces: Sequence[bytes]) -> bytes:
-    """The bytes of ``pieces`` without the trailing tokens that end in a cut character.
-
-    vLLM's incremental detokenizer holds back every token since the last one after
-    which the text was whole, not only the cut character's bytes: a last token that
-    completes one character and starts the next (``"の"`` + a lead byte) prints
-    nothing, so its whole character is missing from ``output_text`` too.
-    """
-    data = b"".join(pieces)
-    end = len(pieces)
-    while end > 0 and _complete_utf8(data) != data:
-        end -= 1
-        data = data[: len(data) - len(pieces[end])]
-    return data
-
-
-def output_mismatch(vocab: Any, ids: Sequence[int], text: str) -> str | None:
-    """Why ``ids`` do not decode to ``text`` with ``vocab`` (None: they do).
-
-    Tolerated: special tokens printed or not (vLLM prints the ones its tokenizer does
-    not mark special), a cut character at the end shown as U+FFFD or not at all (or
-    held back with the whole tokens it started in, as vLLM's detokenizer does), and
-    one leading space (word-piece tokenizers drop the space that starts a sequence).
-    """
-    kept = [int(i) for i in ids if i >= 0]
-    outside = [i for i in kept if i >= vocab.size]
-    if outside:
-        return f"token id {outside[0]} is outside the tokenizer's {vocab.size} ids"
-    special = vocab.is_special(kept) if kept else []
-    pieces = vocab.pieces([i for i, s in zip(kept, special, strict=True) if not s])
-    data = b"".join(pieces)
-    forms = {
-        _complete_utf8(data).decode("utf-8", "replace"),
-        data.decode("utf-8", "replace"),
-        _held_back(pieces).decode("utf-8", "replace"),
-    }
-    forms |= {form[1:] for form in forms if form.startswith(" ")}
-    seen = text
-    for i in sorted({i for i, s in zip(kept, special, strict=True) if s}):
-        literal = b"".join(vocab.pieces([i])).decode("utf-8", "replace")
-        if literal:
-            seen = seen.replace(literal, "")
-    if seen in forms:
-        return None
-    expected = min(forms, key=len)
-    at = next(
-        (k for k, (a, b) in enumerate(zip(expected, seen, strict=False)) if a != b),
-        min(len(expected), len(seen)),
-    )
-    return (
-        f"they decode to {expected[max(0, at - 8) : at + 12]!r} but output_text has "
-        f"{seen[max(0, at - 8) : at + 12]!r} (character {at})"
-    )
-
-
 def resume_command(path: Path, manifest: dict[str, Any]) -> str | None:
     """The exact command that completes the partial run at ``path`` (None: none does)."""
     resumable = isinstance(manifest.get("trace_config"), dict)  # replays inherit one
@@ -237,55 +159,6 @@ def _manifest_or_empty(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-class DirLock:
-    """An exclusive lock on a run directory while one process writes it.
-
-    ``flock`` on the directory itself: no lock file to leave behind, and the kernel
-    drops the lock when the holder exits, however it dies (SIGKILL included), so a
-    crashed trace never leaves a stale lock. A second writer is refused in one line.
-    """
-
-    def __init__(self, path: Path) -> None:
-        import fcntl
-
-        self.path = path
-        self._fd: int | None = None
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        except OSError as exc:
-            raise TokenlensError(f"cannot open {path}: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise TokenlensError(
-                f"another tokenlens is writing {path} right now: wait for it to finish, "
-                "or give another --out"
-            ) from None
-        except OSError:  # a file system without flock: nothing to guard with
-            pass
-        self._fd = fd
-
-    @staticmethod
-    def held(path: Path) -> bool:
-        """Whether another process holds the lock of ``path`` (checked, not kept)."""
-        if not path.is_dir():
-            return False
-        try:
-            DirLock(path).release()
-        except TokenlensError:
-            return True
-        return False
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __del__(self) -> None:
-        self.release()
 
 
 class RunWriter:
@@ -453,6 +326,17 @@ def finalize(
     return Finished(problems, capture_problem)
 
 
+def manifest_k(manifest: Mapping[str, Any]) -> int:
+    """k, the draft tokens per step, from a manifest (0 for a baseline or when missing).
+
+    The manifest keeps vLLM's ``speculative_config`` under vLLM's own names (the run
+    directory's contract), so k is ``speculative.num_speculative_tokens`` there; inside
+    tokenlens it is ``k``, and this is the one place that reads it.
+    """
+    spec = manifest.get("speculative")
+    return int((spec.get("num_speculative_tokens") if isinstance(spec, Mapping) else 0) or 0)
+
+
 @dataclass(frozen=True)
 class Run:
     """A validated run directory."""
@@ -466,6 +350,14 @@ class Run:
     @property
     def complete(self) -> bool:
         return bool(self.manifest["status"] == "complete")
+
+    @property
+    def method(self) -> str:
+        return str((self.manifest.get("speculative") or {}).get("method", "unknown"))
+
+    @property
+    def k(self) -> int:
+        return manifest_k(self.manifest)
 
     @property
     def empty_steps(self) -> int:

@@ -31,12 +31,12 @@ from tokenlens.rundir import (
     METRICS,
     REQUESTS,
     RESUME_PREFIX,
-    decode_output,
     now_iso,
     requests_table,
     write_events,
     write_json_atomic,
 )
+from tokenlens.text.detokenize import decode_output
 
 
 def implied_finish_reason(

@@ -16,8 +16,8 @@ import pytest
 
 from tests.support import FakeEngine, FakeVllm, RecordingProgress, check_events, write_plan
 from tokenlens.bench.measure import CASE_JSON, BenchConfig, run_bench
-from tokenlens.bench.results_csv import read_results
 from tokenlens.bench.vllm_check import VllmVocabulary
+from tokenlens.bench_results import read_results
 from tokenlens.engine.results import SpecCounters
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import read_run
@@ -188,7 +188,8 @@ def test_a_dead_engine_keeps_the_finished_cases(
 def test_the_bench_run_directories_are_analysable_with_its_speeds(
     bench_config: BenchConfig, fake_vllm: FakeVllm, tmp_path: Path
 ) -> None:
-    from tokenlens.analysis.pipeline import AnalyzeConfig, run_analyze
+    from tokenlens.analysis.config import AnalyzeConfig
+    from tokenlens.analysis.pipeline import run_analyze
 
     result = run_bench(bench_config, start=fake_vllm)
     # The plan the bench ran is kept beside its results, byte for byte.

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from tests.support import REPO
-from tokenlens.capture import surface
+from tokenlens.capture import source_ast
 
 SOURCE = textwrap.dedent(
     """
@@ -41,7 +41,7 @@ EXPECTED = (
 
 
 def test_the_structure_leaves_empty_fields_out() -> None:
-    assert surface._dump(ast.parse(SOURCE)) == EXPECTED
+    assert source_ast.dump(ast.parse(SOURCE)) == EXPECTED
 
 
 def _other_pythons() -> list[str]:
@@ -57,8 +57,8 @@ def test_other_pythons_compute_the_same_structure(python: str | None) -> None:
         pytest.skip("no other Python 3.11-3.14 on this machine")
     code = (
         "import ast, sys; sys.path.insert(0, sys.argv[1]); "
-        "from tokenlens.capture import surface; "
-        "print(surface._dump(ast.parse(sys.stdin.read())))"
+        "from tokenlens.capture import source_ast; "
+        "print(source_ast.dump(ast.parse(sys.stdin.read())))"
     )
     out = subprocess.run(
         [python, "-c", code, str(REPO)], input=SOURCE, capture_output=True, text=True, check=True

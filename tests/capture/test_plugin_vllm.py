@@ -14,7 +14,8 @@ pytest.importorskip("vllm", reason="the vLLM CPU build is part of the test envir
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from tokenlens.capture import TRACE_DIR_ENV, plugin
+from tokenlens.capture import plugin
+from tokenlens.engine.config import TRACE_DIR_ENV
 
 pytestmark = pytest.mark.vllm  # vLLM's real Scheduler class (imported, no engine)
 ORIGINAL_UPDATE = Scheduler.update_from_output

@@ -23,8 +23,7 @@ import httpx
 import pytest
 
 from tests.support import REPO, check_events, write_prompts
-from tokenlens.capture import TRACE_DIR_ENV
-from tokenlens.engine.config import SamplingConfig
+from tokenlens.engine.config import TRACE_DIR_ENV, SamplingConfig
 from tokenlens.engine.worker import cpu_thread_env
 from tokenlens.rundir import read_run
 from tokenlens.trace import TraceConfig, run_trace
@@ -168,7 +167,7 @@ limit = 1
 
 def test_bench_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> None:
     from tokenlens.bench.measure import BenchConfig, run_bench
-    from tokenlens.bench.results_csv import read_results
+    from tokenlens.bench_results import read_results
     from tokenlens.engine.results import SpecCounters
 
     url, trace_dir = server

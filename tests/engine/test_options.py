@@ -9,7 +9,6 @@ import pytest
 from tests.support import PLAN, assert_one_line_error, cli, write_plan, write_prompts
 from tokenlens.bench.measure import engine_config, trace_config
 from tokenlens.bench.plan import load_plan
-from tokenlens.capture.surface import installed_root
 from tokenlens.engine.options import (
     RESERVED,
     check_engine_options,
@@ -17,6 +16,7 @@ from tokenlens.engine.options import (
     options_label,
     parse_engine_options,
 )
+from tokenlens.engine.vllm_source import installed_root
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import read_prompts
 from tokenlens.trace import TraceConfig, build_engine_config, manifest_for

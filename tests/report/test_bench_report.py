@@ -22,8 +22,8 @@ from tests.support import (
     synthetic_rows,
     write_bench,
 )
-from tokenlens.bench.results_csv import Row
 from tokenlens.bench.results_md import group_label, results_markdown
+from tokenlens.bench_results import Row
 from tokenlens.errors import TokenlensError
 from tokenlens.report import write_bench_report
 from tokenlens.report.bench import CHART_IDS, bench_charts, position_chart, speedup_chart

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support import BENCH, PAYLOADS, roundtrip, synthetic_rows
-from tokenlens.bench.results_csv import Row
+from tokenlens.bench_results import Row
 from tokenlens.report.findings import findings_markdown
 
 VERDICT = {

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 import pytest
 
 from tests.support import BENCH, PAYLOADS, parse_page, synthetic_rows
-from tokenlens.bench.results_csv import write_results
+from tokenlens.bench_results import write_results
 from tokenlens.report.findings import write_findings
 from tokenlens.report.index import write_index
 

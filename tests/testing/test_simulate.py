@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.testing.real_figures import REAL_FIGURES
 from tokenlens.testing.calibration import (
-    REAL_FIGURES,
     figures,
     mean_figures,
     observed,

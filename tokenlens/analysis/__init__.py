@@ -5,7 +5,9 @@ gap decomposed, H1/H2 verdicts and a speed model.
 defines every figure.
 """
 
+from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.join import join_run
-from tokenlens.analysis.pipeline import AnalyzeConfig, AnalyzeResult, run_analyze, summarize
+from tokenlens.analysis.pipeline import AnalyzeResult, run_analyze
+from tokenlens.analysis.summarize import summarize
 
 __all__ = ["AnalyzeConfig", "AnalyzeResult", "join_run", "run_analyze", "summarize"]

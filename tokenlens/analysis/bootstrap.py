@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -369,16 +368,6 @@ def standard_error(boot: F64, g: I64 | int, h: I64 | int) -> F64:
     h_arr = np.broadcast_to(np.asarray(h, dtype=np.float64), shape)
     finite, _ = _finite_boot(boot)
     return _spread(finite, g_arr, h_arr)
-
-
-def statistic(fn: Callable[[F64, F64], F64], num: Totals, den: Totals) -> tuple[F64, F64]:
-    """Any function of (num, den) totals, applied to the point and every replicate.
-
-    ``fn`` takes arrays whose last axis is the group axis and returns the statistic
-    along a new last axis, so it runs unchanged on shape (G,) and (B, G).
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return fn(num.point, den.point), fn(num.boot, den.boot)
 
 
 def as_float(x: float | np.floating[Any] | None) -> float | None:

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.inputs import PoolGroup, validate_inputs
-from tokenlens.analysis.pipeline import AnalyzeConfig, AnalyzeResult, run_analyze
+from tokenlens.analysis.pipeline import AnalyzeResult, run_analyze
 from tokenlens.format_version import ANALYSIS, stamp
 from tokenlens.progress import SILENT, Progress
 from tokenlens.rundir import write_json_atomic

@@ -11,21 +11,6 @@ from typing import Any
 
 from tokenlens.analysis.verdicts import FREE, TRAINED
 
-KEYS = (
-    "acceptance_ja",
-    "acceptance_en",
-    "gap_trained",
-    "gap_free",
-    "composition_trained",
-    "within_trained",
-    "out_of_support_trained",
-    "composition_free",
-    "within_free",
-    "out_of_support_free",
-    "h2_did",
-    "h2_within_trained",
-)
-
 
 def _flat(entry: dict[str, Any] | None, key: str = "value") -> dict[str, Any]:
     if not entry:

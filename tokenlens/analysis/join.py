@@ -53,9 +53,6 @@ from tokenlens.text import (
     token_spans,
 )
 
-TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
-"""Drafting methods that learned nothing: no training data, so no H2 effect."""
-
 # Buckets: lower edges, labels say the half-open range.
 OUTPUT_EDGES = (0, 16, 64, 256, 1024)
 RANK_EDGES = (0, 1_000, 10_000, 50_000, 100_000)
@@ -147,8 +144,8 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
     frame = pd.DataFrame(
         {
             "run": label,
-            "method": str(run.manifest["speculative"].get("method", "unknown")),
-            "k": int(run.manifest["speculative"].get("num_speculative_tokens") or 0),
+            "method": run.method,
+            "k": run.k,
             "request_id": pd.Categorical.from_codes(req_index, categories=rid),
             "prompt_id": _take_strings(req.column("prompt_id"), req_index),
             "lang": _take_strings(pa.chunked_array([pa.array(langs, pa.string())]), req_index),
@@ -366,14 +363,20 @@ def token_confidence(req: pa.Table, n_tokens: int) -> dict[str, F64]:
         s = slice(int(offsets[i]), int(offsets[i + 1]))
         out["target_logprob"][s] = np.asarray(values, dtype=np.float64)
         ids_i, lps_i = top_ids[i], top_lps[i]
-        if not ids_i.is_valid or not lps_i.is_valid or len(ids_i) != lengths[i]:
+        if not ids_i.is_valid or not lps_i.is_valid:
             continue
+        if len(ids_i) != lengths[i] or len(lps_i) != lengths[i]:
+            continue  # top-k lists that do not line up with the tokens: no confidence
         inner_ids = ids_i.values
         inner_lps = lps_i.values
         counts = pc.list_value_length(inner_lps).fill_null(0).to_numpy().astype(np.int64)
+        flat_ids = np.asarray(pc.list_flatten(inner_ids).to_numpy(zero_copy_only=False))
+        flat_lps = np.asarray(pc.list_flatten(inner_lps).to_numpy(zero_copy_only=False))
+        if not (len(flat_ids) == len(flat_lps) == counts.sum()):
+            continue  # a damaged row (ids and logprobs of different lengths): skip it
         owner = np.repeat(np.arange(offsets[i], offsets[i + 1], dtype=np.int64), counts)
-        ids_parts.append(np.asarray(pc.list_flatten(inner_ids).to_numpy(), dtype=np.int64))
-        lps_parts.append(np.asarray(pc.list_flatten(inner_lps).to_numpy(), dtype=np.float64))
+        ids_parts.append(flat_ids.astype(np.int64))
+        lps_parts.append(flat_lps.astype(np.float64))
         owner_parts.append(owner)
     ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
     lps = np.concatenate(lps_parts) if lps_parts else np.zeros(0)

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.join import TRAINING_FREE
+from tokenlens.bench_results import RESULTS_CSV, read_results
+from tokenlens.engine.config import TRAINING_FREE
 from tokenlens.errors import TokenlensError
 
 DEFAULT_COST_TRAINING_FREE = 0.0
@@ -72,8 +73,6 @@ def read_bench_points(path: Path) -> list[BenchPoint]:
     its speedup over the matching baseline; baseline rows and cases without a matching
     baseline are skipped.
     """
-    from tokenlens.bench.results_csv import RESULTS_CSV, read_results
-
     rows = read_results(path / RESULTS_CSV if path.is_dir() else path)
     points = []
     for row in rows:

@@ -66,9 +66,9 @@ from tokenlens.analysis.decompose import (
     has_pair,
 )
 from tokenlens.analysis.gap import gap
-from tokenlens.analysis.join import TRAINING_FREE
 from tokenlens.analysis.wording import no_deficit_sentence, reading_sentence, runs_phrase
 from tokenlens.arrays import Mask
+from tokenlens.engine.config import TRAINING_FREE
 from tokenlens.format import interval_prose
 
 SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"
@@ -214,25 +214,29 @@ def verdict_of(
     return conjoin(reading, check_reading or NA) if both else combine(reading, check_reading)
 
 
+def code_text(source: str) -> str:
+    """The structure of ``source`` without its docstrings (``ast.dump``): what a hash of
+    code should see, so that rewording a docstring changes no identity."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            body[0] = ast.Pass()
+    return ast.dump(tree)
+
+
 def rules_identity(rules: Rules, support: Support) -> str:
     """A hash of the frozen rule set: δ, α, the minimum prompts, the support thresholds,
     the confidence bins and the code of the rules themselves (comments and docstrings
     aside). Recorded in the analysis signature (``rules:``): two analyses with the same
     hash read their figures by the same rules."""
-    code = []
-    for fn in (tri, combine, conjoin, verdict_of, _rule):
-        tree = ast.parse(inspect.getsource(fn))
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if (
-                isinstance(body, list)
-                and body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                body[0] = ast.Pass()
-        code.append(ast.dump(tree))
+    code = [code_text(inspect.getsource(fn)) for fn in (tri, combine, conjoin, verdict_of, _rule)]
     text = json.dumps(
         {
             "rules": rules.to_json(),

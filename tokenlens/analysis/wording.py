@@ -95,21 +95,3 @@ def no_deficit_sentence(delta: float, scope: str, gate: Mapping[str, Any], level
         )
         + ": within the margin there is no deficit to explain"
     )
-
-
-def flip_sentence(sensitivity: Mapping[str, Any] | None, verdict_words: Mapping[str, str]) -> str:
-    """``it would read not supported for δ below 1.80 pp`` from a verdict's sensitivity
-    (empty when the verdict holds for every δ considered)."""
-    if not sensitivity:
-        return ""
-    flips = sensitivity.get("flip") or {}
-    parts = []
-    for side, words in (("below", "below"), ("above", "above")):
-        at = flips.get(side)
-        if not at or finite(at.get("delta")) is None:
-            continue
-        verdict = str(at.get("verdict"))
-        parts.append(
-            f"{verdict_words.get(verdict, verdict)} for δ {words} {100 * float(at['delta']):.2f} pp"
-        )
-    return "it would read " + " and ".join(parts) if parts else ""

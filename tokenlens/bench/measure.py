@@ -24,7 +24,7 @@ from typing import Any
 from tokenlens import __version__
 from tokenlens.bench.check import validated_plan
 from tokenlens.bench.plan import BASELINE, Case, Plan
-from tokenlens.bench.results_csv import (
+from tokenlens.bench_results import (
     BENCH_JSON,
     RESULTS_CSV,
     RESULTS_MD,

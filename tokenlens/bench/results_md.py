@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tokenlens.bench.results_csv import Row
+from tokenlens.bench_results import Row
 from tokenlens.format import MISSING, code, lang_order, md, md_table, num, qty, spread
 
 # The ratio column, when both languages are present: English over Japanese.

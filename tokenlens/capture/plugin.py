@@ -25,6 +25,13 @@ A scheduler subclass that overrides a hooked method gets the hook on its overrid
 (a ``scheduler_cls`` of vLLM's config). Nothing happens unless ``TOKENLENS_TRACE_DIR``
 is set. Errors inside the recorder disable tracing (logged once) and never propagate
 into vLLM.
+
+Why one file over 450 lines: this is the hook's whole contact with vLLM's scheduler
+(installing it, refusing an override, the wrapped methods of :class:`_Hook` and what
+they read from the scheduler), read side by side at every vLLM upgrade; it runs
+inside vLLM's processes, so its imports stay few (the recorder, the surface check,
+the tiers and two plain engine modules) and splitting it would only spread that
+contact over more files.
 """
 
 from __future__ import annotations
@@ -41,21 +48,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tokenlens.capture import TRACE_DIR_ENV
 from tokenlens.capture.recorder import StepRecorder, write_status
+from tokenlens.capture.source_ast import calls_super, stats_calls
 from tokenlens.capture.surface import (
     HOOKED,
     STATS_PARAMS,
     UPDATE_PARAMS,
     Assumption,
     SurfaceReport,
-    calls_super,
     check_sources,
-    directory_reader,
-    stats_calls,
 )
 from tokenlens.capture.tiers import REFUSED, UNTESTED, Tier, tier_for
+from tokenlens.engine.config import TRACE_DIR_ENV
 from tokenlens.engine.facts import config_facts
+from tokenlens.engine.vllm_source import directory_reader
 
 _PATCH_MARK = "__tokenlens_original__"
 _SUBCLASS_MARK = "__tokenlens_subclass_hook__"
@@ -168,13 +174,6 @@ def check_running() -> tuple[Any, SurfaceReport, Tier]:
         extra = Assumption("live scheduler classes", False, "; ".join(live))
         report = replace(report, assumptions=(*report.assumptions, extra), fingerprint=None)
     return Scheduler, report, tier_for(version, report)
-
-
-def check_compatibility() -> tuple[Any, str | None]:
-    """(Scheduler class, None) if this vLLM has the surface we hook, else (None, why)."""
-    scheduler_cls, report, _ = check_running()
-    problem = report.problem()
-    return (None, problem) if problem is not None else (scheduler_cls, None)
 
 
 def install(directory: str) -> str | None:

@@ -20,8 +20,6 @@ from tokenlens.capture.events import Capture
 from tokenlens.capture.placeholders import placeholder_stats
 from tokenlens.capture.reconcile import per_request_summary
 
-# States of a process's capture, worst last.
-OK_STATES = ("recording",)
 STATUS_GLOB = "capture-*.json"
 RUNNER_STATUS_GLOB = "runner-*.json"
 

@@ -17,14 +17,31 @@ wheel on a machine without torch, and ``tokenlens doctor`` runs it before any en
 from __future__ import annotations
 
 import ast
-import hashlib
-import importlib.util
 import json
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tokenlens.capture.source_ast import (
+    attrs_read,
+    class_fields,
+    dump,
+    find_class,
+    find_method,
+    params,
+    self_assigned,
+    sha,
+    spec_block,
+    stats_calls,
+)
+from tokenlens.engine.vllm_source import (
+    Reader,
+    directory_reader,
+    installed_root,
+    reader_for,
+    source_version,
+)
 
 # Source files the hook depends on, relative to the directory that holds ``vllm/``.
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
@@ -35,7 +52,6 @@ REQUEST = "vllm/v1/request.py"
 SPEC_METRICS = "vllm/v1/spec_decode/metrics.py"
 REQUEST_METRICS = "vllm/v1/metrics/stats.py"
 OBSERVABILITY = "vllm/config/observability.py"
-VERSION_FILE = "vllm/_version.py"
 
 UPDATE_PARAMS = ("self", "scheduler_output", "model_runner_output")
 STATS_PARAMS = (
@@ -49,8 +65,6 @@ STATS_PARAMS = (
 HOOKED = ("update_from_output", "make_spec_decoding_stats")
 # Fields of ModelRunnerOutput that map a request id to its row, in order of preference.
 INDEX_FIELDS = ("req_id_to_index", "req_ids")
-
-Reader = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -101,203 +115,6 @@ class SurfaceReport:
         }
 
 
-# -- source trees -------------------------------------------------------------------
-def directory_reader(root: Path) -> Reader:
-    """Sources under ``root`` (the directory holding ``vllm/``)."""
-
-    def read(rel: str) -> str | None:
-        path = root / rel
-        return path.read_text(encoding="utf-8") if path.is_file() else None
-
-    return read
-
-
-def wheel_reader(wheel: Path) -> Reader:
-    """Sources inside a wheel (a zip), read without extracting or importing."""
-    archive = zipfile.ZipFile(wheel)
-    names = set(archive.namelist())
-
-    def read(rel: str) -> str | None:
-        return archive.read(rel).decode("utf-8") if rel in names else None
-
-    return read
-
-
-def reader_for(path: Path) -> Reader:
-    """A wheel file, a ``vllm/`` directory, or a directory that holds ``vllm/``."""
-    if path.is_file() and path.suffix == ".whl":
-        return wheel_reader(path)
-    if (path / "v1").is_dir() and path.name == "vllm":
-        return directory_reader(path.parent)
-    if (path / "vllm").is_dir():
-        return directory_reader(path)
-    raise FileNotFoundError(f"{path}: neither a vLLM wheel nor a directory holding vllm/")
-
-
-def installed_root() -> Path | None:
-    """The directory holding the installed ``vllm/`` package, found without importing it."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))).parent
-
-
-def source_version(read: Reader) -> str | None:
-    """``__version__`` from ``vllm/_version.py`` (written by vLLM's build)."""
-    text = read(VERSION_FILE)
-    if text is None:
-        return None
-    for node in ast.parse(text).body:
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Constant)
-            and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
-        ):
-            return str(node.value.value)
-    return None
-
-
-# -- ast helpers --------------------------------------------------------------------
-def _dump(node: ast.AST) -> str:
-    """The structure of ``node`` in a form that does not depend on the Python reading it.
-
-    ``ast.dump`` does: Python 3.12 adds ``type_params=[]`` to every function and class,
-    3.13 leaves empty fields out, so the same vLLM sources gave three fingerprints under
-    3.11, 3.12 and 3.13 (a verified release read as ``untested`` on a 3.12 GPU host).
-    Empty fields (None, ``[]``) are left out here, whichever Python parsed the source;
-    a constant's ``None`` is a value, not an absence, and stays.
-    """
-    return _canonical(node)
-
-
-def _meaningful_none(node: ast.AST, field: str) -> bool:
-    return isinstance(node, ast.Constant) and field == "value"
-
-
-def _canonical(value: object) -> str:
-    if isinstance(value, ast.AST):
-        fields = ", ".join(
-            f"{name}={_canonical(field)}"
-            for name, field in ast.iter_fields(value)
-            if field != [] and (field is not None or _meaningful_none(value, name))
-        )
-        return f"{type(value).__name__}({fields})"
-    if isinstance(value, list):
-        return "[" + ", ".join(_canonical(item) for item in value) + "]"
-    return repr(value)
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return node
-    return None
-
-
-def _method(cls: ast.ClassDef | None, name: str) -> ast.FunctionDef | None:
-    if cls is None:
-        return None
-    for node in cls.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    return None
-
-
-def _params(fn: ast.FunctionDef) -> tuple[str, ...]:
-    args = fn.args
-    return tuple(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs])
-
-
-def _fields(cls: ast.ClassDef | None) -> set[str]:
-    """Annotated class-level names (dataclass fields)."""
-    if cls is None:
-        return set()
-    return {
-        n.target.id
-        for n in cls.body
-        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-    }
-
-
-def _self_assigned(fn: ast.FunctionDef | None) -> set[str]:
-    """Attributes ``self.X`` assigned in a method (``__init__``)."""
-    if fn is None:
-        return set()
-    out = set()
-    for node in ast.walk(fn):
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign):
-            targets = list(node.targets)
-        elif isinstance(node, ast.AnnAssign):
-            targets = [node.target]
-        for t in targets:
-            if (
-                isinstance(t, ast.Attribute)
-                and isinstance(t.value, ast.Name)
-                and t.value.id == "self"
-            ):
-                out.add(t.attr)
-    return out
-
-
-def stats_calls(fn: ast.AST) -> list[ast.Call]:
-    """Calls ``<x>.make_spec_decoding_stats(...)`` inside ``fn``."""
-    return [
-        n
-        for n in ast.walk(fn)
-        if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr == "make_spec_decoding_stats"
-    ]
-
-
-def calls_super(fn: ast.AST, name: str) -> bool:
-    """Whether ``fn`` calls ``super().<name>(...)``."""
-    for n in ast.walk(fn):
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == name
-            and isinstance(n.func.value, ast.Call)
-            and isinstance(n.func.value.func, ast.Name)
-            and n.func.value.func.id == "super"
-        ):
-            return True
-    return False
-
-
-def _spec_block(fn: ast.FunctionDef) -> list[ast.stmt]:
-    """The statements of ``update_from_output`` that decide what vLLM counts.
-
-    The statement (inside the per-request loop) that calls ``make_spec_decoding_stats``,
-    preceded by the loop's assignments of the names it reads (the sampled tokens and
-    the scheduled drafts). Comments and line numbers do not enter the hash.
-    """
-    for loop in ast.walk(fn):
-        if not isinstance(loop, ast.For):
-            continue
-        for i, stmt in enumerate(loop.body):
-            if not stats_calls(stmt):
-                continue
-            read = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
-            feeding = [
-                s
-                for s in loop.body[:i]
-                if isinstance(s, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id in read for t in s.targets)
-            ]
-            return [*feeding, stmt]
-    return []
-
-
-def _attrs_read(fn: ast.AST) -> set[str]:
-    return {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
-
-
 def request_index(read: set[str]) -> str | None:
     """The ``ModelRunnerOutput`` field ``update_from_output`` finds a request's row by.
 
@@ -326,12 +143,12 @@ class _Checker:
         self.assumptions.append(Assumption(name, holds, detail, required))
 
     def part(self, name: str, nodes: list[ast.AST] | str) -> None:
-        text = nodes if isinstance(nodes, str) else "\n".join(_dump(n) for n in nodes)
-        self.parts[name] = _sha(text)
+        text = nodes if isinstance(nodes, str) else "\n".join(dump(n) for n in nodes)
+        self.parts[name] = sha(text)
 
     def run(self) -> None:
         sched_tree = self.tree(SCHEDULER)
-        sched = _class(sched_tree, "Scheduler") if sched_tree is not None else None
+        sched = find_class(sched_tree, "Scheduler") if sched_tree is not None else None
         self.add(
             "Scheduler class",
             sched is not None,
@@ -349,8 +166,8 @@ class _Checker:
             ("update_from_output", UPDATE_PARAMS),
             ("make_spec_decoding_stats", STATS_PARAMS),
         ):
-            fn = _method(sched, name)
-            got = _params(fn) if fn is not None else None
+            fn = find_method(sched, name)
+            got = params(fn) if fn is not None else None
             self.add(
                 f"Scheduler.{name} signature",
                 got == want,
@@ -359,7 +176,7 @@ class _Checker:
             self.part(f"{name}.params", json.dumps(got))
 
     def _update_body(self, sched: ast.ClassDef | None) -> None:
-        fn = _method(sched, "update_from_output")
+        fn = find_method(sched, "update_from_output")
         if fn is None:
             self.add(
                 "update_from_output calls make_spec_decoding_stats(request_id=)", False, "no method"
@@ -374,7 +191,7 @@ class _Checker:
             if keyed
             else f"{len(calls)} call(s), none with request_id=",
         )
-        read = _attrs_read(fn)
+        read = attrs_read(fn)
         self.index = request_index(read)
         want = {"scheduled_spec_decode_tokens", "sampled_token_ids"}
         found = want <= read and self.index is not None
@@ -384,7 +201,7 @@ class _Checker:
             found,
             ", ".join(sorted(want | {str(self.index)})) if found else f"missing {missing}",
         )
-        block = _spec_block(fn)
+        block = spec_block(fn)
         self.add(
             "spec-decode block found",
             bool(block),
@@ -395,10 +212,10 @@ class _Checker:
         self.part("update_from_output.spec_block", list(block))
 
     def _stats_body(self, sched: ast.ClassDef | None) -> None:
-        fn = _method(sched, "make_spec_decoding_stats")
+        fn = find_method(sched, "make_spec_decoding_stats")
         if fn is not None:
             self.part("make_spec_decoding_stats", [fn])
-            read = _attrs_read(fn)
+            read = attrs_read(fn)
             ok = "observe_draft" in read
             self.add(
                 "make_spec_decoding_stats counts through observe_draft",
@@ -406,8 +223,8 @@ class _Checker:
                 "SpecDecodingStats.observe_draft" if ok else "observe_draft not called",
             )
         tree = self.tree(SPEC_METRICS)
-        stats = _class(tree, "SpecDecodingStats") if tree is not None else None
-        observe = _method(stats, "observe_draft")
+        stats = find_class(tree, "SpecDecodingStats") if tree is not None else None
+        observe = find_method(stats, "observe_draft")
         self.add(
             "SpecDecodingStats.observe_draft",
             observe is not None,
@@ -415,7 +232,7 @@ class _Checker:
         )
         if observe is not None:
             self.part("SpecDecodingStats.observe_draft", [observe])
-        self.part("SpecDecodingStats.fields", json.dumps(sorted(_fields(stats))))
+        self.part("SpecDecodingStats.fields", json.dumps(sorted(class_fields(stats))))
 
     def _fields(self, sched: ast.ClassDef | None) -> None:
         # The request index is whichever field update_from_output reads (0.34: req_ids).
@@ -430,7 +247,7 @@ class _Checker:
         )
         for rel, cls_name, want in checks:
             tree = self.tree(rel)
-            have = _fields(_class(tree, cls_name) if tree is not None else None)
+            have = class_fields(find_class(tree, cls_name) if tree is not None else None)
             self.add(
                 f"{cls_name} fields",
                 want <= have,
@@ -440,23 +257,23 @@ class _Checker:
             )
             self.part(f"{cls_name}.fields", json.dumps(sorted(want & have)))
         tree = self.tree(REQUEST)
-        init = _method(_class(tree, "Request") if tree is not None else None, "__init__")
-        ok = "output_token_ids" in _self_assigned(init)
+        init = find_method(find_class(tree, "Request") if tree is not None else None, "__init__")
+        ok = "output_token_ids" in self_assigned(init)
         self.add("Request.output_token_ids", ok, REQUEST if ok else f"not assigned in {REQUEST}")
-        ok = "requests" in _self_assigned(_method(sched, "__init__"))
+        ok = "requests" in self_assigned(find_method(sched, "__init__"))
         self.add(
             "Scheduler.requests", ok, "assigned in __init__" if ok else "not assigned in __init__"
         )
 
     def _async(self) -> None:
         tree = self.tree(ASYNC_SCHEDULER)
-        cls = _class(tree, "AsyncScheduler") if tree is not None else None
+        cls = find_class(tree, "AsyncScheduler") if tree is not None else None
         if cls is None:
             self.add(
                 "AsyncScheduler keeps the hooked methods", True, "no AsyncScheduler", required=False
             )
             return
-        overrides = [n for n in HOOKED if _method(cls, n) is not None]
+        overrides = [n for n in HOOKED if find_method(cls, n) is not None]
         self.add(
             "AsyncScheduler keeps the hooked methods",
             not overrides,
@@ -465,8 +282,8 @@ class _Checker:
 
     def _optional(self) -> None:
         tree = self.tree(REQUEST_METRICS)
-        cls = _class(tree, "RequestSpecDecodeMetrics") if tree is not None else None
-        have = _fields(cls)
+        cls = find_class(tree, "RequestSpecDecodeMetrics") if tree is not None else None
+        have = class_fields(cls)
         want = {"per_step_accepted", "per_step_drafted"}
         self.add(
             "per-request spec-decode metrics (detailed)",
@@ -477,7 +294,7 @@ class _Checker:
             required=False,
         )
         tree = self.tree(OBSERVABILITY)
-        fields = _fields(_class(tree, "ObservabilityConfig") if tree is not None else None)
+        fields = class_fields(find_class(tree, "ObservabilityConfig") if tree is not None else None)
         ok = "per_request_spec_decode_metrics" in fields
         self.add(
             "ObservabilityConfig.per_request_spec_decode_metrics",
@@ -493,7 +310,7 @@ def check_sources(read: Reader, version: str | None = None) -> SurfaceReport:
     checker.run()
     parts = dict(sorted(checker.parts.items()))
     report_ok = all(a.holds for a in checker.assumptions if a.required)
-    fingerprint = _sha(json.dumps(parts, sort_keys=True))[:16] if report_ok else None
+    fingerprint = sha(json.dumps(parts, sort_keys=True))[:16] if report_ok else None
     return SurfaceReport(
         version=version if version is not None else source_version(read),
         assumptions=tuple(checker.assumptions),

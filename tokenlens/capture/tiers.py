@@ -29,7 +29,6 @@ VERIFIED = "verified"
 SURFACE_CHECKED = "surface-checked"
 UNTESTED = "untested"
 REFUSED = "refused"  # the surface check failed: the hook is not installed
-TIERS = (VERIFIED, SURFACE_CHECKED, UNTESTED, REFUSED)
 
 
 @lru_cache(maxsize=1)

@@ -93,13 +93,6 @@ def typed_option(argv: Sequence[str], option_strings: Sequence[str]) -> str:
     return option_strings[0] if option_strings else ""
 
 
-def existing_file(text: str) -> Path:
-    path = Path(text)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"file not found: {text}")
-    return path
-
-
 def plan_file(text: str) -> Path:
     """A plan path or the name of a shipped plan (``qwen35-rtx4070``)."""
     from tokenlens.packaged import resolve_plan

@@ -42,7 +42,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokenlens.corpora import check_corpora, corpora_dir, manifest_problems, write_manifest
+    from tokenlens.corpora import check_corpora, corpora_dir
+    from tokenlens.corpus_manifest import manifest_problems, write_manifest
 
     directory: Path = args.dir or corpora_dir()
     if not directory.is_dir():

@@ -12,19 +12,17 @@ as a context manager and never ask which one it is.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from tokenlens.engine.config import PromptJob, SamplingConfig
 from tokenlens.engine.results import GenerationResult, SpecCounters
 
 
-class Backend(Protocol):
-    """Generate, count, name the version; ``info`` holds what the engine reported
-    about itself once started (``dtype``, ``vllm_version``; empty for a server)."""
+class Started(Protocol):
+    """An engine used as a context manager: started on entry, stopped on exit. Shared by
+    :class:`Backend` and the replay's worker (:class:`tokenlens.replay.passes.Worker`)."""
 
-    info: dict[str, Any]
-
-    def __enter__(self) -> Backend: ...
+    def __enter__(self) -> Self: ...
 
     def __exit__(
         self,
@@ -32,6 +30,13 @@ class Backend(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+class Backend(Started, Protocol):
+    """Generate, count, name the version; ``info`` holds what the engine reported
+    about itself once started (``dtype``, ``vllm_version``; empty for a server)."""
+
+    info: dict[str, Any]
 
     def generate(
         self, jobs: list[PromptJob], sampling: SamplingConfig, concurrency: int = 1

@@ -9,6 +9,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The environment variable that switches the capture plugin on in every vLLM process and
+# names the directory it writes to. The engine sets it; the plugin (one layer above)
+# reads it: it lives here so that the engine never imports the capture package.
+TRACE_DIR_ENV = "TOKENLENS_TRACE_DIR"
+
+# Drafting methods that learned nothing: no training data, so no H2 effect (the analysis's
+# control family, the speed model's zero draft cost, the test bed's planted truth).
+TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
+
 # Methods whose drafter is a separate model named by ``model`` (vLLM's own names).
 METHODS_WITH_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3", "dflash"})
 

@@ -76,7 +76,7 @@ def _config_fields(tree: ast.Module) -> set[str]:
 def speculative_names(root: Path | None = None) -> SpeculativeNames | None:
     """The names of the vLLM under ``root`` (default: the installed one), without importing it."""
     if root is None:
-        from tokenlens.capture.surface import installed_root
+        from tokenlens.engine.vllm_source import installed_root
 
         root = installed_root()
         if root is None:

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tokenlens.capture.surface import Reader, directory_reader, installed_root
+from tokenlens.engine.vllm_source import Reader, directory_reader, installed_root
 from tokenlens.errors import TokenlensError
 
 ARG_UTILS = "vllm/engine/arg_utils.py"

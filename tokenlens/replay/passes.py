@@ -21,27 +21,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
+from tokenlens.engine.backend import Started
 from tokenlens.engine.config import EngineConfig
 from tokenlens.progress import Progress
 
 GREEDY = "tokenlens.replay.passes:greedy"
 
 
-class Worker(Protocol):
+class Worker(Started, Protocol):
     """What a replay needs of an engine: run a function next to the model
     (:meth:`tokenlens.engine.runner.Engine.call`), as a context manager."""
-
-    def __enter__(self) -> Worker: ...
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
     def call(self, function: str, *args: Any) -> Any: ...
 

@@ -10,6 +10,11 @@ Order of work, so that each engine starts at most once:
    computes them, and those requests are stepped again.
 4. one run directory per (method, k) through :func:`tokenlens.rundir.finalize`,
    with counts derived from the events (there are no vLLM counters to reconcile).
+
+Why one file over 450 lines: it is that order of work and nothing else (the engines
+it starts, the passes it asks of them, and the run directories it writes from them);
+the kernels live in :mod:`~tokenlens.replay.steps`, :mod:`~tokenlens.replay.ngram`,
+:mod:`~tokenlens.replay.passes` and :mod:`~tokenlens.replay.predictions`.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from tokenlens.replay.steps import (
 from tokenlens.replay.trust import exactness
 from tokenlens.rundir import RunWriter, finalize, now_iso
 from tokenlens.signature import make_signature, parse_signature
-from tokenlens.trace import model_identity
+from tokenlens.trace.models import model_identity
 
 METHODS = ("draft_model", "ngram")
 SCORING_BATCH_TOKENS = 2048

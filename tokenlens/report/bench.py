@@ -18,7 +18,6 @@ from typing import Any
 
 import altair as alt
 
-from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, Row, read_results
 from tokenlens.bench.results_md import (
     group_label,
     groups,
@@ -29,6 +28,7 @@ from tokenlens.bench.results_md import (
     variant_label,
     variants,
 )
+from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, Row, read_results
 from tokenlens.errors import TokenlensError
 from tokenlens.format import MISSING, finite, lang_order, num, qty, spread
 from tokenlens.report.charts import WIDTH, Spec, inline_data, lang_color

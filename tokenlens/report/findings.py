@@ -114,7 +114,7 @@ def findings_markdown(
 ) -> str:
     """The text of FINDINGS.md for an analysis ``summary`` (summary.json, parsed or
     not) and, when given, the bench's ``results.csv`` rows
-    (:func:`tokenlens.bench.results_csv.read_results`), ``bench.json``, and the checks
+    (:func:`tokenlens.bench_results.read_results`), ``bench.json``, and the checks
     of replayed runs against real traces (a study's ``replay/check.json``)."""
     s = parse_summary(summary)
     lines: list[str] = []
@@ -142,7 +142,7 @@ def write_findings(
 ) -> Path:
     """Write FINDINGS.md at ``path`` from ``analysis_dir/summary.json`` and, when
     ``bench_dir`` holds a results.csv, the bench. Returns ``path``."""
-    from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, read_results
+    from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, read_results
 
     summary = load_summary(analysis_dir)
     rows = info = None

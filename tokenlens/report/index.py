@@ -141,7 +141,7 @@ def _read_analysis(analysis_dir: Path | None) -> _Part:
 
 
 def _read_bench(bench_dir: Path | None) -> _Part:
-    from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, read_results
+    from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, read_results
 
     if bench_dir is None or not bench_dir.is_dir():
         return _Part(problem=NOT_RUN)

@@ -18,7 +18,7 @@ from tokenlens.testing.truth import ESTIMANDS
 
 def run_infos(study: Study) -> list[Any]:
     """``RunInfo`` of every run of ``study``."""
-    from tokenlens.analysis.pipeline import RunInfo
+    from tokenlens.analysis.summarize import RunInfo
 
     return [
         RunInfo(
@@ -36,7 +36,7 @@ def run_infos(study: Study) -> list[Any]:
 
 def config(n_boot: int, seed: int, interval: str = "t", min_prompts: int = 30) -> Any:
     """``AnalyzeConfig`` for an in-memory analysis (no run directories, no output)."""
-    from tokenlens.analysis.pipeline import AnalyzeConfig
+    from tokenlens.analysis.config import AnalyzeConfig
 
     wanted: dict[str, Any] = {
         "runs": (),
@@ -62,7 +62,7 @@ def analyze(
     frame: Any = None,
 ) -> dict[str, Any]:
     """``summarize`` on the study's frame (or on ``frame``, e.g. a modified copy)."""
-    from tokenlens.analysis.pipeline import summarize
+    from tokenlens.analysis.summarize import summarize
 
     data = study.frame() if frame is None else frame
     summary: dict[str, Any] = summarize(

@@ -26,7 +26,6 @@ from tokenlens.testing.simulate import SimRun, Study
 from tokenlens.testing.text import TOKENIZER
 from tokenlens.text import Vocabulary
 
-TOP_K = 5
 _ALT_SHARES = np.array([0.5, 0.2, 0.1, 0.05])
 _VOCAB = 151_643  # ordinary Qwen2.5 ids (specials above)
 

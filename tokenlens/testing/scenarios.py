@@ -39,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from tokenlens.engine.config import TRAINING_FREE
+
 Weights = tuple[tuple[str, float], ...]
 """(feature, weight) pairs: hashable, so scenarios can key caches."""
 
@@ -116,7 +118,7 @@ class Drafter:
 
     @property
     def training_free(self) -> bool:
-        return self.method in {"ngram", "suffix"}
+        return self.method in TRAINING_FREE
 
 
 MEASURED_TEXT = Confidence(weights=MEASURED_WEIGHTS, intercept=7.0, ja_strength=1.0, ja_offset=1.0)

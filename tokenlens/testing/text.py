@@ -32,7 +32,6 @@ from tokenlens.arrays import Mask as B
 
 TOKENIZER = "qwen2.5"
 LANGS = ("ja", "en")
-FEATURES = ("fragment", "change", "initial", "log_rank", "punct")
 CORPORA = Path(__file__).resolve().parent.parent.parent / "corpora"
 
 

@@ -22,7 +22,6 @@ Populations are simulated in chunks, so memory stays bounded.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 from collections.abc import Iterator
@@ -32,12 +31,13 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from tokenlens.analysis.verdicts import code_text
 from tokenlens.arrays import F64
 from tokenlens.arrays import Mask as B
+from tokenlens.engine.config import TRAINING_FREE
 from tokenlens.testing.scenarios import Scenario
 from tokenlens.testing.simulate import RunSpec, Study, simulate_study
 
-TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
 ESTIMANDS = (
     "acceptance_ja",
     "acceptance_en",
@@ -275,19 +275,7 @@ def _code_identity() -> str:
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for name in ("text", "scenarios", "simulate", "step_process", "truth"):
-        path = here / f"{name}.py"
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if (
-                isinstance(body, list)
-                and body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                body[0] = ast.Pass()
-        h.update(ast.dump(tree).encode())
+        h.update(code_text((here / f"{name}.py").read_text(encoding="utf-8")).encode())
     return h.hexdigest()[:16]
 
 

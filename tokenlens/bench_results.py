@@ -3,6 +3,10 @@
 The columns are documented in docs/bench.md; :data:`COLUMNS` is their order. Empty
 fields mean "does not apply" (acceptance of a baseline, speedup without a matching
 baseline). Rates are medians over the measured repeats; counters are sums over them.
+
+It sits below both the bench (which writes it) and the analysis and reports (which read
+it), so that reading bench results never makes the analysis depend on the bench
+package (docs/architecture.md).
 """
 
 from __future__ import annotations

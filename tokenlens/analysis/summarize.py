@@ -1,0 +1,301 @@
+"""Every figure of summary.json from one frame of joined events: acceptance, breakdowns,
+gaps and their decomposition, the verdicts, per run and per family.
+
+:func:`summarize` computes them with one seeded prompt-clustered bootstrap. It is
+what ``tokenlens analyze`` calls (:mod:`tokenlens.analysis.pipeline`, which reads the
+runs and writes the files) and what the test bed calls on simulated frames, so the
+numbers the test bed checks are the ones users get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tokenlens import __version__
+from tokenlens.analysis.bootstrap import LEVEL, Resampler
+from tokenlens.analysis.breakdown import (
+    BREAKDOWNS,
+    group_codes,
+    per_lang,
+    positions,
+    rates,
+    row_mask,
+    text_per_step,
+)
+from tokenlens.analysis.classes import class_gaps
+from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
+from tokenlens.analysis.domains import domain_section
+from tokenlens.analysis.explore import class_differences
+from tokenlens.analysis.gap import gap, regression
+from tokenlens.analysis.rejections import rejection_section
+from tokenlens.analysis.sensitivity import add_sensitivity
+from tokenlens.analysis.speed import default_cost, speed_model
+from tokenlens.analysis.verdicts import (
+    FREE,
+    INCONCLUSIVE,
+    TRAINED,
+    Rules,
+    compute_parts,
+    configurations,
+    decide,
+    families,
+    rules_identity,
+)
+from tokenlens.format_version import ANALYSIS, stamp
+
+DESCRIBE_BY = ("script", "boundary", "particle_type", "rank_bucket")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the summary says about each input run."""
+
+    label: str
+    path: str
+    method: str
+    k: int
+    signature: str
+    status: str
+    metrics: dict[str, Any]
+    reconciliation: dict[str, Any] | None = None
+    replayed_from: str | None = None
+    # Why no verdict may rest on this run (an approximate replay nothing vouches for).
+    unvouched: str | None = None
+    # Where the run's numbers come from (dtype, weights, the trace a replay came from):
+    # written into its runs[] section for FINDINGS' provenance (:func:`provenance`).
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def summarize(
+    frame: pd.DataFrame,
+    infos: Sequence[RunInfo],
+    config: AnalyzeConfig,
+    costs: Mapping[str, tuple[float, str]] | None = None,
+) -> dict[str, Any]:
+    """Every figure of summary.json from one joined (or simulated) frame."""
+    rules = Rules(delta=config.delta, min_prompts=config.min_prompts, alpha=config.alpha)
+    rs = Resampler.from_frame(
+        frame,
+        config.n_boot,
+        config.seed,
+        method=config.interval,
+        decision_level=rules.decision_level,
+    )
+    judged = row_mask(frame, "judged")
+    parts = compute_parts(frame, rs, config.support)
+    fams = families(frame)
+    scope_name = TRAINED if TRAINED in fams else FREE
+    scope = fams.get(scope_name, np.ones(len(frame), dtype=bool))
+    configs = configurations(frame, scope)
+    out: dict[str, Any] = {
+        **stamp(ANALYSIS),
+        "signature": None,
+        "tokenlens_version": __version__,
+        "settings": {
+            "seed": config.seed,
+            "bootstrap": config.n_boot,
+            "level": LEVEL,
+            "interval": config.interval,
+            "cluster": rs.unit,
+            "clusters": rs.n_clusters,
+            "min_count": config.min_count,
+            "confidence_bins": CONF_BINS,
+            "support": config.support.to_json(),
+            **rules.to_json(),
+            "rules_hash": rules_identity(rules, config.support),
+        },
+        "scope": _scope(frame, scope_name, scope, configs),
+        "prompts": parts.prompts,
+        "acceptance": per_lang(frame, rs, scope, config.min_count),
+        "acceptance_judged": per_lang(frame, rs, judged & scope, config.min_count),
+    }
+    unconditional, conditional = (
+        positions(frame, rs, scope, config.min_count) if len(configs) == 1 else ({}, {})
+    )
+    out["by_position"] = unconditional
+    for b in BREAKDOWNS:
+        if b.column in frame:
+            rows = scope if b.rows == "all" else judged & scope
+            out[b.name] = rates(frame, rs, b.column, rows, config.min_count)
+    out["by_position_conditional"] = conditional
+    out["text_per_step"] = text_per_step(frame, rs, scope)
+    out["families"] = parts.families
+    out["h2_contrast"] = parts.contrast
+    out["gap"] = _gap_section(frame, rs, judged, config)
+    out["hypotheses"] = refuse_unvouched(decide(frame, rs, rules, parts), infos)
+    if config.details:
+        add_sensitivity(out["hypotheses"], frame, rs, rules, config.support, parts)
+        out["classes"] = class_gaps(frame, rs, fams, judged, config.support, config.min_count)
+        out["rejections"] = rejection_section(frame, rs, fams)
+        if "domain" in frame:
+            pooled = {name: block.get("gap_judged") for name, block in parts.families.items()}
+            # the file's name, not its path: summary.json travels (committed samples)
+            source = f"tags.domain of {config.prompts.name}" if config.prompts else "tags.domain"
+            out["domains"] = domain_section(
+                frame, rs, fams, judged, pooled, rules, config.seed, source
+            )
+    out["runs"] = [
+        _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
+    ]
+    return out
+
+
+def refuse_unvouched(hypotheses: dict[str, Any], infos: Sequence[RunInfo]) -> dict[str, Any]:
+    """No verdict from approximate replays that no check trace vouches for
+    (:mod:`tokenlens.replay.trust`): each hypothesis becomes inconclusive, says why, and
+    keeps its figures."""
+    reasons = [f"{info.label}: {info.unvouched}" for info in infos if info.unvouched]
+    if not reasons:
+        return hypotheses
+    out = {}
+    for name, h in hypotheses.items():
+        out[name] = {
+            **h,
+            "verdict": INCONCLUSIVE,
+            "refused": reasons,
+            "evidence": (
+                f"No verdict: {len(reasons)} analysed run(s) are approximate replays that "
+                f"no check trace vouches for ({reasons[0]}). {h.get('evidence', '')}"
+            ).strip(),
+        }
+    return out
+
+
+def _scope(
+    frame: pd.DataFrame, family: str, mask: np.ndarray[Any, Any], configs: list[list[Any]]
+) -> dict[str, Any]:
+    """What the per-language sections at the top of summary.json cover, and why.
+
+    They exist for the outside contract (``acceptance``, ``by_script``, ``by_pos``,
+    ``by_position`` per language) and describe one drafter family, never two: pooling
+    the n-gram and trained runs would turn each method's share of rows into a figure of
+    no configuration anyone runs. Within the family every run given is pooled; per-run
+    figures are in ``runs[]``, per-family ones in ``families``.
+    """
+    runs = sorted(set(frame["run"].astype(str).to_numpy()[mask]))
+    ks = sorted({int(k) for _, k in configs})
+    if len(configs) == 1:
+        note = "one run configuration: nothing is pooled across drafters or k."
+    else:
+        note = (
+            f"pooled over the {family.replace('_', '-')} family's runs at k = "
+            + ", ".join(str(k) for k in ks)
+            + ": the judged-position figures (acceptance_judged, the by_* class "
+            "breakdowns) as the verdicts read them; vLLM's all-draft-token rate "
+            "(acceptance) and text_per_step depend on k, so read them per run (runs[]); "
+            "by_position and by_position_conditional exist per run only (runs[])."
+        )
+    others = sorted(set(frame["run"].astype(str).to_numpy()[~mask]))
+    return {
+        "family": family,
+        "runs": runs,
+        "configurations": configs,
+        "left_out": others,
+        "note": note
+        + (
+            f" The other drafter family's runs ({', '.join(others)}) are in families and runs[]."
+            if others
+            else ""
+        ),
+    }
+
+
+def _gap_section(
+    frame: pd.DataFrame, rs: Resampler, judged: np.ndarray[Any, Any], config: AnalyzeConfig
+) -> dict[str, Any] | None:
+    """Descriptive gap figures of the primary family (trained drafters when present).
+
+    Never pooled across drafter families: each family's share of the rows would leak
+    into the composition of a pooled split.
+    """
+    fams = families(frame)
+    family = TRAINED if TRAINED in fams else FREE if FREE in fams else None
+    if family is None:
+        return None
+    mask = fams[family]
+    rows = judged & mask
+    if not has_pair(frame, rows):
+        return None
+    section: dict[str, Any] = {
+        "family": family,
+        "overall": gap(frame, rs, mask),
+        "judged": gap(frame, rs, rows),
+        "relative_judged": gap(frame, rs, rows, relative=True),
+        "decomposition": {},
+    }
+    for column in DESCRIBE_BY:
+        if column in frame:
+            codes, labels = group_codes(frame, column)
+            dec = decompose(frame, rs, codes, labels, rows, config.support, column)
+            if dec is not None:
+                section["decomposition"][column] = dec
+    section["explore"] = class_differences(
+        frame, rs, fams, judged, config.support, config.min_count
+    )
+    if config.regression:
+        section["regression"] = regression(frame, "script", rows, config.min_count, config.seed)
+    return section
+
+
+def _run_section(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    info: RunInfo,
+    config: AnalyzeConfig,
+    cost: tuple[float, str] | None,
+) -> dict[str, Any]:
+    mine = frame["run"].astype(str).to_numpy() == info.label
+    sub_judged = mine & row_mask(frame, "judged")
+    acceptance = per_lang(frame, rs, mine, config.min_count)
+    judged_rate = per_lang(frame, rs, sub_judged, config.min_count)
+    unconditional, conditional = positions(frame, rs, mine, config.min_count)
+    section: dict[str, Any] = {
+        "label": info.label,
+        "path": info.path,
+        "method": info.method,
+        "k": info.k,
+        "signature": info.signature,
+        "status": info.status,
+        "replayed": info.replayed_from is not None,
+        "replayed_from": info.replayed_from,
+        "reconciliation": {**(info.reconciliation or {"matches": None}), "vllm": info.metrics},
+        "acceptance": acceptance,
+        "acceptance_judged": judged_rate,
+        "by_position": unconditional,
+        "by_position_conditional": conditional,
+        "text_per_step": text_per_step(frame, rs, mine),
+        **info.provenance,
+    }
+    if has_pair(frame, mine):
+        section["gap"] = gap(frame, rs, mine)
+        section["relative_gap_judged"] = gap(frame, rs, sub_judged, relative=True)
+    if cost is not None:
+        used_cost, cost_source, measured = cost[0], cost[1], True
+    else:
+        used_cost, cost_source, measured = default_cost(info.method), "assumed default", False
+    lang_of = frame["lang"].astype(str).to_numpy()
+    first = frame["position"].to_numpy() == 0
+    speed = {}
+    for lang, block in acceptance.items():
+        # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
+        curve = [
+            unconditional.get(lang, {}).get(str(p), {}).get("per_draft") or 0.0
+            for p in range(info.k)
+        ]
+        steps = int((mine & first & (lang_of == lang)).sum())
+        tps = 1.0 + block["accepted"] / steps if steps else None
+        iid = (judged_rate.get(lang) or {}).get("rate") or 0.0
+        speed[lang] = speed_model(curve, iid, info.k, used_cost, tps, cost_measured=measured)
+    section["speed"] = {
+        "draft_cost_source": cost_source,
+        "draft_cost": used_cost,
+        "draft_cost_measured": measured,
+        "by_lang": speed,
+    }
+    return section
