@@ -25,7 +25,6 @@ from typing import Any
 
 from tokenlens.analysis.pipeline import AnalyzeConfig, AnalyzeResult, run_analyze
 from tokenlens.bench.measure import BenchConfig, run_bench
-from tokenlens.bench.results_csv import BENCH_JSON, read_results
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import ensure_pair
@@ -356,7 +355,7 @@ def finish_study(
     """
     # Report making only here (altair, vl-convert): the CLI starts and traces without them.
     from tokenlens.report import write_analyze_report
-    from tokenlens.report.findings import findings_markdown
+    from tokenlens.report.findings import FINDINGS, write_findings
     from tokenlens.report.index import write_index
 
     note = smoke_note(size_name)
@@ -370,19 +369,9 @@ def finish_study(
         progress,
     )
     report = write_analyze_report(out / "analysis")
-    rows = read_results(bench_dir / "results.csv") if bench_dir is not None else None
-    info = (
-        json.loads((bench_dir / BENCH_JSON).read_text(encoding="utf-8"))
-        if bench_dir is not None
-        else None
-    )
     check = out / "replay" / "check.json"
     checks = json.loads(check.read_text(encoding="utf-8")) if check.is_file() else None
-    findings = out / "FINDINGS.md"
-    findings.write_text(
-        with_note(findings_markdown(analysis.summary, rows, info, checks), note),
-        encoding="utf-8",
-    )
+    findings = write_findings(out / FINDINGS, out / "analysis", bench_dir, checks, note)
     summary = out / "summary.md"
     index = write_index(
         out,
@@ -480,14 +469,6 @@ def reusable(trace: TraceConfig) -> bool:
     prompts = select_prompts(read_prompts(trace.prompts), trace.langs, trace.limit)
     expected = manifest_for(trace, prompts, str(manifest.get("vllm_version")))
     return bool(expected["signature"] == manifest.get("signature"))
-
-
-def with_note(markdown: str, note: str | None) -> str:
-    """``markdown`` with ``note`` as a quoted paragraph under its first heading."""
-    if note is None:
-        return markdown
-    head, sep, rest = markdown.partition("\n")
-    return f"{head}{sep}\n> **Smoke-sized.** {note}\n{rest}"
 
 
 def replay_check(traced: Path, replayed: Path) -> dict[str, Any]:

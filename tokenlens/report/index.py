@@ -39,7 +39,7 @@ from tokenlens.format import (
     rate_cell,
 )
 from tokenlens.report.analysis_page import hypotheses
-from tokenlens.report.findings import best_speedups
+from tokenlens.report.findings_speed import best_speedups
 from tokenlens.report.html import render, static
 
 INDEX = "index.html"
