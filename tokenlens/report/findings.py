@@ -57,20 +57,22 @@ def findings_markdown(
 def write_findings(
     path: Path,
     analysis_dir: Path,
-    bench_dir: Path | None = None,
+    bench: Path | None = None,
     checks: Sequence[Mapping[str, Any]] | None = None,
     note: str | None = None,
 ) -> Path:
     """Write FINDINGS.md at ``path`` from ``analysis_dir/summary.json`` and, when
-    ``bench_dir`` holds a results.csv, the bench (and its bench.json). Returns ``path``."""
+    ``bench`` is a bench output holding a results.csv (or that file, as ``analyze
+    --bench`` takes it), the bench and the bench.json beside it. Returns ``path``."""
     from tokenlens.bench.results_csv import BENCH_JSON, RESULTS_CSV, read_results
 
     summary = load_summary(analysis_dir)
     rows = info = None
-    if bench_dir is not None and (bench_dir / RESULTS_CSV).is_file():
-        rows = read_results(bench_dir / RESULTS_CSV)
-        if (bench_dir / BENCH_JSON).is_file():
-            info = json.loads((bench_dir / BENCH_JSON).read_text("utf-8"))
+    csv = None if bench is None else bench if bench.is_file() else bench / RESULTS_CSV
+    if csv is not None and csv.is_file():
+        rows = read_results(csv)
+        if (csv.parent / BENCH_JSON).is_file():
+            info = json.loads((csv.parent / BENCH_JSON).read_text("utf-8"))
     path.write_text(findings_markdown(summary, rows, info, checks, note), encoding="utf-8")
     return path
 
