@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenlens.analysis.summary_file import (
-    DomainGap,
-    Family,
-    Heterogeneity,
-    Split,
-    Summary,
-    Support,
-)
+from tokenlens.analysis.summary_figures import DomainGap, Heterogeneity, Split, Support
+from tokenlens.analysis.summary_file import Family, Summary
 from tokenlens.analysis.tables import COLUMN_WORDS
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (

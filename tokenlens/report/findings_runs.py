@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokenlens.analysis.summary_file import Rate, RunSummary, Summary
+from tokenlens.analysis.summary_figures import Rate
+from tokenlens.analysis.summary_file import RunSummary, Summary
 from tokenlens.analysis.tables import FAMILY_WORDS
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenlens.analysis.summary_file import Check, Hypothesis, Summary
+from tokenlens.analysis.summary_figures import Check
+from tokenlens.analysis.summary_file import Hypothesis, Summary
 from tokenlens.format import (
     HYPOTHESES,
     VERDICT_WORDS,
