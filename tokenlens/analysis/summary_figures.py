@@ -1,5 +1,6 @@
 """The figures of summary.json as typed objects: a value with its interval, a rate, a
-share, a split of the gap, the check and power of a verdict, a domain's gap.
+share, a split of the gap, the check and power of a verdict, a domain's gap, and the
+tables of JA − EN differences per class that the declared breakdowns are made of.
 
 They are the leaves that :mod:`tokenlens.analysis.summary_file`'s sections hold, and
 what :mod:`tokenlens.format` prints (it reads them by attribute as it reads dicts by
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenlens.analysis.summary_fields import Figure, Section, as_str, read
+from tokenlens.analysis.summary_fields import Figure, Section, as_str, read, renamed
 
 
 @dataclass(frozen=True)
@@ -199,3 +200,49 @@ class Heterogeneity(Figure):
     domains: int | None = None
     pairs: int | None = None
     not_estimable: str | None = None
+
+
+# --- the declared class breakdowns: JA − EN differences per class ----------------------
+
+
+@dataclass(frozen=True)
+class ClassEntry(Section):
+    """One class of a declared breakdown: ``status`` is ``compared``, ``only_ja``,
+    ``only_en`` (one language fills it: not compared) or ``sparse``."""
+
+    cls: str | None = renamed("class")
+    status: str | None = None
+    rows_ja: int | None = None
+    rows_en: int | None = None
+    prompts_ja: int | None = None
+    prompts_en: int | None = None
+    rate_ja: Rate | None = None
+    rate_en: Rate | None = None
+    difference: Difference | None = None
+
+
+@dataclass(frozen=True)
+class ClassTable(Section):
+    """One family of comparisons: a drafter family x a breakdown."""
+
+    column: str | None = None
+    comparisons: int | None = None
+    adjusted_level: float | None = None
+    classes: tuple[ClassEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClassFamily(Section):
+    runs: tuple[str, ...] = ()
+    ks: tuple[int, ...] = ()
+    by: dict[str, ClassTable] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Classes(Figure):
+    """The declared class breakdowns as JA − EN differences, per drafter family."""
+
+    adjustment: str | None = None
+    level: float | None = None
+    family_of_comparisons: str | None = None
+    families: dict[str, ClassFamily] = field(default_factory=dict)

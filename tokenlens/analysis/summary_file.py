@@ -39,8 +39,8 @@ from tokenlens.analysis.summary_fields import (
 )
 from tokenlens.analysis.summary_figures import (
     Check,
+    Classes,
     Contrast,
-    Difference,
     DomainGap,
     Estimate,
     Heterogeneity,
@@ -290,49 +290,6 @@ class Scope(Figure):
     configurations: tuple[tuple[str, int], ...] = ()
     left_out: tuple[str, ...] = ()
     note: str | None = None
-
-
-@dataclass(frozen=True)
-class ClassEntry(Section):
-    """One class of a declared breakdown: ``status`` is ``compared``, ``only_ja``,
-    ``only_en`` (one language fills it: not compared) or ``sparse``."""
-
-    cls: str | None = renamed("class")
-    status: str | None = None
-    rows_ja: int | None = None
-    rows_en: int | None = None
-    prompts_ja: int | None = None
-    prompts_en: int | None = None
-    rate_ja: Rate | None = None
-    rate_en: Rate | None = None
-    difference: Difference | None = None
-
-
-@dataclass(frozen=True)
-class ClassTable(Section):
-    """One family of comparisons: a drafter family x a breakdown."""
-
-    column: str | None = None
-    comparisons: int | None = None
-    adjusted_level: float | None = None
-    classes: tuple[ClassEntry, ...] = ()
-
-
-@dataclass(frozen=True)
-class ClassFamily(Section):
-    runs: tuple[str, ...] = ()
-    ks: tuple[int, ...] = ()
-    by: dict[str, ClassTable] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Classes(Figure):
-    """The declared class breakdowns as JA − EN differences, per drafter family."""
-
-    adjustment: str | None = None
-    level: float | None = None
-    family_of_comparisons: str | None = None
-    families: dict[str, ClassFamily] = field(default_factory=dict)
 
 
 REJECTION_SHARES = ("split", "text", "draft_partial", "emitted_partial")
