@@ -41,15 +41,12 @@ from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.inputs import validate_inputs
 from tokenlens.analysis.join import join_run, output_texts
 from tokenlens.analysis.rejections import rejection_section
+from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, fit_draft_cost, read_bench_points, speed_model
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import (
-    FREE,
-    INCONCLUSIVE,
-    TRAINED,
-    Rules,
     compute_parts,
     configurations,
     decide,
