@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.analysis.pipeline import AnalyzeConfig, AnalyzeResult, run_analyze
-from tokenlens.bench.measure import BenchConfig, run_bench
+from tokenlens.bench.config import BenchConfig
+from tokenlens.bench.measure import run_bench
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import ensure_pair

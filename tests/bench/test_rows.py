@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import write_plan
-from tokenlens.bench.measure import Repeat, case_row, with_speedups
 from tokenlens.bench.plan import load_plan
 from tokenlens.bench.results_csv import read_results, write_results
+from tokenlens.bench.rows import Repeat, case_row, with_speedups
 from tokenlens.engine.results import SpecCounters
 
 
