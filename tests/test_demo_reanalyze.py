@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import assert_one_line_error, cli
 from tokenlens.bench.results_csv import read_results
-from tokenlens.demo import smoke_note
+from tokenlens.demo.sizes import smoke_note
 from tokenlens.report.findings import findings_markdown
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from tokenlens.demo import (
+from tokenlens.demo.sizes import (
     ALL_CORPORA,
     DEFAULT_SIZE,
     FULL_SIZE,
@@ -16,8 +16,8 @@ from tokenlens.demo import (
     full_command,
     smoke_note,
     study_prompts,
-    summary_markdown,
 )
+from tokenlens.demo.summary import summary_markdown
 from tokenlens.report.findings import findings_markdown
 
 MIN_PROMPTS = 30  # the verdict rules' minimum per language (docs/analysis.md)
