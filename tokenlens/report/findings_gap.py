@@ -10,22 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenlens import format as fmt
 from tokenlens.analysis.summary_figures import DomainGap, Heterogeneity, Split, Support
 from tokenlens.analysis.summary_file import Family, Summary
 from tokenlens.analysis.tables import COLUMN_WORDS
 from tokenlens.analysis.wording import runs_phrase
-from tokenlens.format import (
-    LANG_ORDER,
-    MISSING,
-    code,
-    interval,
-    lang_name,
-    lang_order,
-    md,
-    num,
-    or_missing,
-    qty,
-)
 from tokenlens.report.findings_runs import family_words
 
 PARTS = (
@@ -49,12 +38,13 @@ def short_gaps(s: Summary) -> list[dict[str, str]]:
     return [
         {
             "family": family_words(name),
-            "configurations": md(runs_phrase(family.configurations)),
-            "gap": interval(family.gap_judged, "pp"),
+            "configurations": fmt.md(runs_phrase(family.configurations)),
+            "gap": fmt.interval(family.gap_judged, "pp"),
             "confidence": ""
             if family.confidence is None
             else ", ".join(
-                f"{label} {interval(family.confidence.part(part), 'pp')}" for part, label in PARTS
+                f"{label} {fmt.interval(family.confidence.part(part), 'pp')}"
+                for part, label in PARTS
             ),
         }
         for name, family in s.families.items()
@@ -80,15 +70,15 @@ def gap(s: Summary) -> dict[str, Any] | None:
         fam = s.families.get(str(g.family)) or Family(name=str(g.family))
         pooled = {
             "family": name,
-            "overall": interval(g.overall, "pp"),
-            "overall_n": md(or_missing(g.overall.n if g.overall else None)),
-            "configurations": md(runs_phrase(fam.configurations)) if len(fam.ks) > 1 else "",
-            "judged": interval(g.judged, "pp"),
-            "judged_n": md(or_missing(g.judged.n if g.judged else None)),
-            "relative": interval(g.relative_judged, "pct"),
+            "overall": fmt.interval(g.overall, "pp"),
+            "overall_n": fmt.md(fmt.or_missing(g.overall.n if g.overall else None)),
+            "configurations": fmt.md(runs_phrase(fam.configurations)) if len(fam.ks) > 1 else "",
+            "judged": fmt.interval(g.judged, "pp"),
+            "judged_n": fmt.md(fmt.or_missing(g.judged.n if g.judged else None)),
+            "relative": fmt.interval(g.relative_judged, "pct"),
             "h2_contrast": None
             if s.h2_contrast is None
-            else interval(s.h2_contrast.difference, "pp"),
+            else fmt.interval(s.h2_contrast.difference, "pp"),
         }
         for column, label in DECOMPOSITIONS:
             if column in g.decomposition:
@@ -101,17 +91,17 @@ def _split_row(label: str, split: Split, notes: list[str]) -> list[str]:
     with the reason instead of three copies of it."""
     support = split.support or Support()
     if split.not_estimable:
-        notes.append(f"{label}: {md(split.not_estimable)}")
+        notes.append(f"{label}: {fmt.md(split.not_estimable)}")
         parts = [f"not estimable ({len(notes)})"] * len(PARTS)
     else:
-        parts = [interval(split.part(part), "pp") for part, _ in PARTS]
+        parts = [fmt.interval(split.part(part), "pp") for part, _ in PARTS]
     return [
         label,
-        md(or_missing(split.gap.n if split.gap is not None else None)),
-        interval(split.gap, "pp"),
+        fmt.md(fmt.or_missing(split.gap.n if split.gap is not None else None)),
+        fmt.interval(split.gap, "pp"),
         *parts,
-        num(1.0 - support.share_ja, "share") if support.share_ja is not None else MISSING,
-        num(1.0 - support.share_en, "share") if support.share_en is not None else MISSING,
+        fmt.num(1.0 - support.share_ja, "share") if support.share_ja is not None else fmt.MISSING,
+        fmt.num(1.0 - support.share_en, "share") if support.share_en is not None else fmt.MISSING,
     ]
 
 
@@ -134,9 +124,9 @@ def classes(s: Summary) -> list[list[str]] | None:
             one = [c for c in table.classes if c.status in ("only_ja", "only_en")]
             detail = (
                 ", ".join(
-                    f"{f'p{c.cls}' if column == 'position' else code(c.cls, table=True)} "
-                    f"{interval(c.difference, 'pp')} (Holm p "
-                    f"{num(c.difference.p_holm if c.difference else None, 'rate')})"
+                    f"{f'p{c.cls}' if column == 'position' else fmt.code(c.cls, table=True)} "
+                    f"{fmt.interval(c.difference, 'pp')} (Holm p "
+                    f"{fmt.num(c.difference.p_holm if c.difference else None, 'rate')})"
                     for c in found
                 )
                 or "no class"
@@ -144,10 +134,10 @@ def classes(s: Summary) -> list[list[str]] | None:
             rows.append(
                 [
                     family_words(name),
-                    md(COLUMN_WORDS.get(column, column)),
-                    md(or_missing(table.comparisons)),
+                    fmt.md(COLUMN_WORDS.get(column, column)),
+                    fmt.md(fmt.or_missing(table.comparisons)),
                     detail,
-                    md(len(one)),
+                    fmt.md(len(one)),
                 ]
             )
     return rows
@@ -161,20 +151,20 @@ def explore(s: Summary) -> dict[str, Any] | None:
     shown = found.classes[:TOP_CLASSES]
     return {
         "shown": len(shown),
-        "comparisons": md(found.comparisons),
+        "comparisons": fmt.md(found.comparisons),
         "more": len(found.classes) - len(shown),
-        "level": num(found.level, "rate"),
+        "level": fmt.num(found.level, "rate"),
         "rows": [
             [
                 family_words(c.family),
-                md(c.by),
-                md(c.cls),
-                md(c.rows_ja),
-                md(c.rows_en),
-                num(c.rate_ja, "rate"),
-                num(c.rate_en, "rate"),
-                interval(c.difference, "pp"),
-                num(c.difference.p_adjusted if c.difference else None, "rate"),
+                fmt.md(c.by),
+                fmt.md(c.cls),
+                fmt.md(c.rows_ja),
+                fmt.md(c.rows_en),
+                fmt.num(c.rate_ja, "rate"),
+                fmt.num(c.rate_en, "rate"),
+                fmt.interval(c.difference, "pp"),
+                fmt.num(c.difference.p_adjusted if c.difference else None, "rate"),
             ]
             for c in shown
         ],
@@ -186,15 +176,15 @@ def short_rejections(s: Summary) -> list[dict[str, str]]:
     lines = []
     for name, fam in s.rejections.items():
         split = fam.shares.get("split") or {}
-        if all(lang in split for lang in LANG_ORDER):
+        if all(lang in split for lang in fmt.LANG_ORDER):
             lines.append(
                 {
                     "family": family_words(name),
                     "shares": ", ".join(
-                        f"{lang_name(lang)} {interval(split[lang], 'share', 'share')}"
-                        for lang in LANG_ORDER
+                        f"{fmt.lang_name(lang)} {fmt.interval(split[lang], 'share', 'share')}"
+                        for lang in fmt.LANG_ORDER
                     ),
-                    "gap": interval(fam.split_gap, "pp"),
+                    "gap": fmt.interval(fam.split_gap, "pp"),
                 }
             )
     return lines
@@ -204,21 +194,22 @@ def rejections(s: Summary) -> dict[str, Any]:
     """Rejections by kind per family and language, and each family's split-share gap."""
     rows = []
     for name, fam in s.rejections.items():
-        for lang in lang_order(fam.rejections):
+        for lang in fmt.lang_order(fam.rejections):
             rows.append(
                 [
                     family_words(name),
-                    lang_name(lang),
-                    md(fam.rejections.get(lang)),
+                    fmt.lang_name(lang),
+                    fmt.md(fam.rejections.get(lang)),
                     *(
-                        interval(fam.shares.get(kind, {}).get(lang), "share", "share")
+                        fmt.interval(fam.shares.get(kind, {}).get(lang), "share", "share")
                         for kind in REJECTION_KINDS
                     ),
-                    md(fam.unknown.get(lang, 0)),
+                    fmt.md(fam.unknown.get(lang, 0)),
                 ]
             )
     gaps = [
-        (family_words(name), interval(fam.split_gap, "pp")) for name, fam in s.rejections.items()
+        (family_words(name), fmt.interval(fam.split_gap, "pp"))
+        for name, fam in s.rejections.items()
     ]
     return {"rows": rows, "gaps": gaps}
 
@@ -234,8 +225,8 @@ def short_domains(s: Summary) -> list[dict[str, Any]]:
                     {
                         "kind": kind,
                         "family": family_words(name),
-                        "pooled": md(fam.pooled_reading),
-                        **_domain(fam.domains[domain], md(domain)),
+                        "pooled": fmt.md(fam.pooled_reading),
+                        **_domain(fam.domains[domain], fmt.md(domain)),
                     }
                 )
         het = fam.heterogeneity
@@ -255,13 +246,13 @@ def domains(s: Summary) -> list[dict[str, Any]]:
                 "family": family_words(name),
                 "rows": [
                     [d["domain"], d["pairs"], d["gap"], f"{d['low']} to {d['high']}", d["reading"]]
-                    for d in (_domain(g, md(domain)) for domain, g in fam.domains.items())
+                    for d in (_domain(g, fmt.md(domain)) for domain, g in fam.domains.items())
                 ],
                 "heterogeneity": None
                 if het is None
                 else {
-                    "not_estimable": md(het.not_estimable) if het.not_estimable else "",
-                    "permutations": md(het.permutations),
+                    "not_estimable": fmt.md(het.not_estimable) if het.not_estimable else "",
+                    "permutations": fmt.md(het.permutations),
                     **_spread(het),
                 },
             }
@@ -272,17 +263,17 @@ def domains(s: Summary) -> list[dict[str, Any]]:
 def _domain(g: DomainGap, domain: str) -> dict[str, str]:
     return {
         "domain": domain,
-        "pairs": md(g.pairs),
-        "gap": interval(g, "pp"),
-        "low": num(g.adjusted_low, "pp"),
-        "high": qty(g.adjusted_high, "pp"),
-        "reading": md(g.reading),
+        "pairs": fmt.md(g.pairs),
+        "gap": fmt.interval(g, "pp"),
+        "low": fmt.num(g.adjusted_low, "pp"),
+        "high": fmt.qty(g.adjusted_high, "pp"),
+        "reading": fmt.md(g.reading),
     }
 
 
 def _spread(het: Heterogeneity) -> dict[str, str]:
     return {
-        "spread": qty(het.spread, "pp").lstrip("+"),
-        "chance": qty(het.chance_spread, "pp").lstrip("+"),
-        "p": num(het.p, "rate"),
+        "spread": fmt.qty(het.spread, "pp").lstrip("+"),
+        "chance": fmt.qty(het.chance_spread, "pp").lstrip("+"),
+        "p": fmt.num(het.p, "rate"),
     }
