@@ -25,12 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Names whose callers are outside what this test reads, each with the reason.
-ALLOWED: dict[str, str] = {
-    # issue 26 item 2 (the "files" helper): demo and analyze both write FINDINGS.md
-    # through report.findings.write_findings; drop these two once that has landed.
-    "write_findings": "FINDINGS.md writer, about to be shared by demo and analyze",
-    "FINDINGS": "FINDINGS.md's file name, with write_findings",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

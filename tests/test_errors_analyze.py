@@ -262,18 +262,19 @@ def test_a_summary_from_a_newer_major_is_refused(tmp_path: Path) -> None:
 
 def test_a_bench_from_a_newer_major_is_not_resumed(tmp_path: Path) -> None:
     from tests.support import write_plan
-    from tokenlens.bench.measure import BenchConfig, _Bench
+    from tokenlens.bench.config import BenchConfig
+    from tokenlens.bench.output import BenchOutput
     from tokenlens.bench.plan import load_plan
     from tokenlens.progress import SILENT
 
     plan = load_plan(write_plan(tmp_path))
     out = tmp_path / "bench"
-    bench = _Bench(BenchConfig(plan=plan.path, out=out), plan, SILENT)
+    bench = BenchOutput(BenchConfig(plan=plan.path, out=out), plan, SILENT)
     bench.prepare("0.32.0")
     info = json.loads((out / "bench.json").read_text("utf-8"))
     assert info["format_version"] == "1.0"
     (out / "bench.json").write_text(json.dumps({**info, "format_version": "2.0"}), "utf-8")
-    again = _Bench(BenchConfig(plan=plan.path, out=out), plan, SILENT)
+    again = BenchOutput(BenchConfig(plan=plan.path, out=out), plan, SILENT)
     with pytest.raises(TokenlensError, match="newer tokenlens"):
         again.prepare("0.32.0")
 

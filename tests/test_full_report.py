@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tokenlens.demo import FULL_SIZE, SIZES
+from tokenlens.demo.sizes import FULL_SIZE, SIZES
 from tokenlens.format import VERDICT_WORDS
 from tokenlens.rundir import read_run
 
@@ -62,7 +62,7 @@ def test_replay_equals_the_committed_real_trace() -> None:
     replayed from and the n-gram check trace (docs/study.md); on the real pair in the
     suite, tests/test_study_vllm.py::test_replayed_events_equal_the_traced_ones_row_for_row.
     """
-    from tokenlens.demo import replay_check
+    from tokenlens.demo.summary import replay_check
 
     checks = json.loads((FULL / "replay" / "check.json").read_text("utf-8"))
     traces = sorted(p.name for p in (FULL / "traces").iterdir() if p.is_dir())

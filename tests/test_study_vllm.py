@@ -38,7 +38,8 @@ from tests.support import (
     japanese_share,
     write_prompts,
 )
-from tokenlens.demo import Finished, finish_study, replay_check
+from tokenlens.demo import Finished, finish_study
+from tokenlens.demo.summary import replay_check
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.format import num, verdict_words
 from tokenlens.replay.compare import compare_runs

@@ -94,7 +94,7 @@ def test_tokens_on_a_shipped_corpus(venv: Path, tmp_path: Path) -> None:
 def test_analyze_a_committed_run(venv: Path, tmp_path: Path) -> None:
     out = tmp_path / "analysis"
     sh(venv / "bin" / "tokenlens", "analyze", RUN, "--out", out, "--quiet", cwd=tmp_path)
-    for name in ("tokens.parquet", "summary.json", "report.html"):
+    for name in ("tokens.parquet", "summary.json", "report.html", "FINDINGS.md"):
         assert (out / name).is_file(), name
 
 

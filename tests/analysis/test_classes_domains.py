@@ -12,7 +12,8 @@ from tokenlens.analysis.classes import COMPARED, ONLY_JA, class_gaps, holm
 from tokenlens.analysis.decompose import Support
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.gap import gap
-from tokenlens.analysis.verdicts import NO, YES, Rules, families
+from tokenlens.analysis.rules import NO, YES, Rules
+from tokenlens.analysis.verdicts import families
 from tokenlens.testing import SCENARIOS, simulate_study
 
 

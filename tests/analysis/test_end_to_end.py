@@ -21,6 +21,7 @@ from tests.support import assert_one_line_error, cli
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.cli import analyze as analyze_cli
 from tokenlens.errors import TokenlensError
+from tokenlens.report.findings import findings_markdown
 from tokenlens.rundir import read_run
 from tokenlens.testing import SCENARIOS, Study, simulate_study, write_study
 from tokenlens.testing.estimator import analyze, key_estimates
@@ -174,6 +175,11 @@ def test_cli_writes_outputs(runs: tuple[Study, list[Path]], tmp_path: Path) -> N
     assert (out / "tokens.parquet").is_file() and (out / "tables.md").is_file()
     assert (out / "outputs.parquet").is_file()
     assert "H1:" in stdout
+    # FINDINGS.md from the demo's writer, beside the report; analyze may write there again.
+    findings = (out / "FINDINGS.md").read_text(encoding="utf-8")
+    assert findings == findings_markdown(summary) and (out / "report.html").is_file()
+    again = cli(["analyze", *map(str, paths), "--out", str(out), "--bootstrap", "50", "--quiet"])
+    assert again[0] == 0, again[2]
 
 
 def test_same_seed_same_numbers(runs: tuple[Study, list[Path]], tmp_path: Path) -> None:

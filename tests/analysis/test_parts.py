@@ -20,7 +20,8 @@ from tokenlens.analysis.bootstrap import Resampler, rate_interval
 from tokenlens.analysis.breakdown import per_lang
 from tokenlens.analysis.decompose import Support, decompose, did
 from tokenlens.analysis.explore import holm
-from tokenlens.analysis.verdicts import (
+from tokenlens.analysis.power import effect_power
+from tokenlens.analysis.rules import (
     INCONCLUSIVE,
     NA,
     NO,
@@ -30,14 +31,11 @@ from tokenlens.analysis.verdicts import (
     UNSURE,
     YES,
     Rules,
-    _power,
-    _rule,
     combine,
-    compute_parts,
     conjoin,
-    decide,
     tri,
 )
+from tokenlens.analysis.verdicts import _rule, compute_parts, decide
 
 
 def frame_of(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -338,7 +336,7 @@ def test_power_from_the_interval() -> None:
     t975 = stats.t.ppf(0.975, df)
     se = 0.035
     effect = {"value": -0.05, "ci_low": -0.05 - t975 * se, "ci_high": -0.05 + t975 * se}
-    out = _power(effect, df, rules, n_prompts=30)
+    out = effect_power(effect, df, rules, n_prompts=30)
     assert out["se"] == pytest.approx(se)
     # Supported needs the 90% decision interval to clear -delta: a one-sided 5% test.
     assert out["mde"] == pytest.approx(0.02 + (stats.t.ppf(0.95, df) + stats.t.ppf(0.8, df)) * se)

@@ -11,19 +11,18 @@ import pytest
 from scipy import stats
 
 from tokenlens.analysis.decompose import Support
-from tokenlens.analysis.sensitivity import flips
-from tokenlens.analysis.verdicts import (
+from tokenlens.analysis.power import bivariate_normal_cdf, power_conjunction
+from tokenlens.analysis.rules import (
     INCONCLUSIVE,
     NO_DEFICIT,
     NOT_SUPPORTED,
     REPORTED_KEYS,
     SUPPORTED,
     Rules,
-    bivariate_normal_cdf,
-    power_conjunction,
-    rules_identity,
     verdict_of,
 )
+from tokenlens.analysis.sensitivity import flips
+from tokenlens.analysis.verdicts import rules_identity
 
 
 def fig(lo: float, hi: float, dlo: float, dhi: float) -> dict[str, Any]:

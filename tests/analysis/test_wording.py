@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenlens.analysis.verdicts import NO, NO_DEFICIT, Rules, _rule
+from tokenlens.analysis.rules import NO, NO_DEFICIT, Rules
+from tokenlens.analysis.verdicts import _rule
 from tokenlens.analysis.wording import (
     interval_words,
     no_deficit_sentence,

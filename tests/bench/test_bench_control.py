@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import FakeEngine, FakeVllm, RecordingProgress, check_events, write_plan
-from tokenlens.bench.measure import CASE_JSON, BenchConfig, run_bench
+from tokenlens.bench.config import BenchConfig
+from tokenlens.bench.measure import run_bench
+from tokenlens.bench.output import CASE_JSON
 from tokenlens.bench.vllm_check import VllmVocabulary
 from tokenlens.bench_results import read_results
 from tokenlens.engine.results import SpecCounters

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenlens.bench.measure import Repeat, prefix_cache_note
+from tokenlens.bench.rows import Repeat, prefix_cache_note
 from tokenlens.engine.results import SpecCounters
 
 

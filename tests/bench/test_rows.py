@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import write_plan
-from tokenlens.bench.measure import Repeat, case_row, with_speedups
 from tokenlens.bench.plan import load_plan
+from tokenlens.bench.rows import Repeat, case_row, with_speedups
 from tokenlens.bench_results import read_results, write_results
 from tokenlens.engine.results import SpecCounters
 

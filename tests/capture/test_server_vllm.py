@@ -166,7 +166,8 @@ limit = 1
 
 
 def test_bench_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> None:
-    from tokenlens.bench.measure import BenchConfig, run_bench
+    from tokenlens.bench.config import BenchConfig
+    from tokenlens.bench.measure import run_bench
     from tokenlens.bench_results import read_results
     from tokenlens.engine.results import SpecCounters
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import PLAN, assert_one_line_error, cli, write_plan, write_prompts
-from tokenlens.bench.measure import engine_config, trace_config
+from tokenlens.bench.config import engine_config, trace_config
 from tokenlens.bench.plan import load_plan
 from tokenlens.engine.options import (
     RESERVED,

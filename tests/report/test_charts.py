@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tokenlens.report import charts
+from tokenlens.report import charts, charts_gap, charts_speed
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_positions_are_in_numeric_order(summary: dict[str, Any]) -> None:
 
 
 def test_gap_rows_are_percentage_points(summary: dict[str, Any]) -> None:
-    rows = charts.gap_rows(summary)
+    rows = charts_gap.gap_rows(summary)
     judged = next(r for r in rows if r["part"] == "judged rows")
     assert judged["value"] == pytest.approx(100 * summary["gap"]["judged"]["value"])
     conf = {r["part"]: r for r in rows if r["by"] == "confidence (trained)"}
@@ -78,12 +78,12 @@ def test_not_estimable_parts_get_no_mark(summary: dict[str, Any]) -> None:
     broken = json.loads(json.dumps(summary))
     dec = broken["families"]["trained"]["confidence"]
     dec["within"] = {"value": None, "ci_low": None, "ci_high": None, "not_estimable": "why"}
-    parts = {r["part"] for r in charts.gap_rows(broken) if r["by"] == "confidence (trained)"}
+    parts = {r["part"] for r in charts_gap.gap_rows(broken) if r["by"] == "confidence (trained)"}
     assert "within" not in parts and "composition" in parts  # never drawn as a zero
 
 
 def test_decomposition_rows_sum_to_the_parts(summary: dict[str, Any]) -> None:
-    rows = [r for r in charts.decomposition_rows(summary) if r["by"] == "confidence (trained)"]
+    rows = [r for r in charts_gap.decomposition_rows(summary) if r["by"] == "confidence (trained)"]
     deco = summary["families"]["trained"]["confidence"]
     for part in ("composition", "within", "out_of_support"):
         if deco[part]["value"] is None or deco[part].get("no_interval"):
@@ -93,7 +93,7 @@ def test_decomposition_rows_sum_to_the_parts(summary: dict[str, Any]) -> None:
 
 
 def test_speed_chart_has_measured_point_at_traced_k(summary: dict[str, Any]) -> None:
-    spec = charts.speed_chart(summary)
+    spec = charts_speed.speed_chart(summary)
     rows = values(spec)
     for run in summary["runs"]:
         for lang, model in run["speed"]["by_lang"].items():

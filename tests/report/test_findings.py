@@ -351,3 +351,28 @@ def test_text_from_files_cannot_break_the_markdown(poisoned: Path) -> None:
     cells = {c.strip() for c in cells}
     assert "ngram" + PAYLOADS[0] in cells  # a method label renders as itself
     assert PAYLOADS[2] + "|x" in cells  # so does a class name with a pipe in it
+
+
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
+
+
+@pytest.mark.parametrize("name", ["demo", "full"])
+def test_committed_findings_come_from_their_files_byte_for_byte(name: str) -> None:
+    """The committed samples' FINDINGS.md is the template's text of their own committed
+    summary.json, bench and replay checks (tests/test_demo_reanalyze.py regenerates
+    reports/demo's whole analysis too): a change to the writer that moves a byte shows."""
+    from tokenlens.bench_results import read_results
+    from tokenlens.demo.sizes import smoke_note
+
+    root = REPORTS / name
+    if not (root / "FINDINGS.md").is_file():
+        pytest.skip(f"reports/{name} not committed")
+    summary = json.loads((root / "analysis" / "summary.json").read_text("utf-8"))
+    bench = root / "bench"
+    rows = read_results(bench / "results.csv") if bench.is_dir() else None
+    info = json.loads((bench / "bench.json").read_text("utf-8")) if bench.is_dir() else None
+    check = root / "replay" / "check.json"
+    checks = json.loads(check.read_text("utf-8")) if check.is_file() else None
+    note = smoke_note("medium" if name == "demo" else "full")
+    text = findings_markdown(summary, rows, info, checks, note)
+    assert text.encode("utf-8") == (root / "FINDINGS.md").read_bytes()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenlens.analysis.bootstrap import DEFAULT_METHOD
 from tokenlens.analysis.decompose import Support
-from tokenlens.analysis.verdicts import Rules
+from tokenlens.analysis.rules import Rules
 
 
 @dataclass(frozen=True)

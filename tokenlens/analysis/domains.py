@@ -39,7 +39,7 @@ import pandas as pd
 from tokenlens.analysis.bootstrap import Resampler, as_float, estimate, interval
 from tokenlens.analysis.breakdown import group_codes
 from tokenlens.analysis.decompose import lang_code
-from tokenlens.analysis.verdicts import NO, UNSURE, YES, Rules, tri
+from tokenlens.analysis.rules import NO, UNSURE, YES, Rules, tri
 from tokenlens.arrays import F64, I64, Mask
 
 PERMUTATIONS = 9999

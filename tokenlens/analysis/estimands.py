@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenlens.analysis.verdicts import FREE, TRAINED
+from tokenlens.analysis.rules import FREE, TRAINED
 
 
 def _flat(entry: dict[str, Any] | None, key: str = "value") -> dict[str, Any]:

@@ -72,6 +72,7 @@ ANALYZE_OUTPUTS = frozenset(
         "summary.json",
         "tables.md",
         "report.html",
+        "FINDINGS.md",  # the CLI's, with report.html
         "charts",
         OUT_MARKER,
     }

@@ -28,14 +28,12 @@ from tokenlens.analysis.bootstrap import METHODS
 from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.inputs import validate_inputs
 from tokenlens.analysis.join import join_run, output_texts
+from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
 from tokenlens.analysis.summarize import RunInfo, summarize
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
-from tokenlens.analysis.verdicts import (
-    Rules,
-    rules_identity,
-)
+from tokenlens.analysis.verdicts import rules_identity
 from tokenlens.capture.reconcile import reconciliation
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress

@@ -30,18 +30,16 @@ import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler
 from tokenlens.analysis.decompose import Support
-from tokenlens.analysis.verdicts import (
+from tokenlens.analysis.rules import (
     FREE,
     INSUFFICIENT,
     REPORTED_KEYS,
     TRAINED,
-    Parts,
     Rules,
-    compute_parts,
-    decide,
     decision_bounds,
     verdict_of,
 )
+from tokenlens.analysis.verdicts import Parts, compute_parts, decide
 
 RULE_CHANGE = (
     "The rules first read the 95% interval (a one-sided test at 2.5% against δ); they "

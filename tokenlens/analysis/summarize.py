@@ -34,13 +34,10 @@ from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.rejections import rejection_section
+from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, speed_model
 from tokenlens.analysis.verdicts import (
-    FREE,
-    INCONCLUSIVE,
-    TRAINED,
-    Rules,
     compute_parts,
     configurations,
     decide,

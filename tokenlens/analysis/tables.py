@@ -16,15 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenlens.analysis.summary_file import (
-    ClassTable,
-    Estimate,
-    Rate,
-    RunSummary,
-    Split,
-    Summary,
-    parse_summary,
-)
+from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
+from tokenlens.analysis.summary_file import RunSummary, Summary, parse_summary
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
     LANG_ORDER,

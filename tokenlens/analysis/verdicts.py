@@ -4,27 +4,9 @@ Vocabulary: ``supported``, ``not_supported``, ``no_japanese_deficit`` (Japanese 
 worse by more than δ: no deficit beyond the margin to explain), ``inconclusive``,
 ``insufficient_data`` (fewer than ``min_prompts`` prompts per language).
 
-Each rule reads one effect (Japanese minus English, negative = Japanese worse) and one
-check, both on judged rows of the same runs, against a practical threshold δ:
-*yes* when the whole decision interval lies below −δ, *no* when it lies above −δ,
-*unsure* otherwise, *n/a* when the figure or its interval is missing (a null or
-zero-width interval never answers yes or no). The decision interval is the
-(1 − 2α) interval (90% at the default α = 0.05), so each reading is a one-sided test
-at level α against the margin δ: two one-sided tests, the TOST convention of
-equivalence testing. Reported intervals stay at 95%. (The first rules read the 95%
-interval: a 2.5% one-sided test *and* a margin, under which H2's power at 30 prompts
-per language and a planted 10 pp was 72%; see docs/analysis.md.)
-
-H1's rule is symmetric: the effect proposes, and the check can veto either answer
-(:func:`combine`):
-
-- ``supported``: effect yes and check not no;
-- ``not_supported``: effect no and check not yes;
-- ``inconclusive``: anything else (an unsure effect, or effect and check disagreeing).
-
-H2's rule is the conjunction (:func:`conjoin`): ``supported`` only when both say yes,
-because its effect also moves when only the n-gram drafter changes (measured in
-benchmarks/bench_verdicts.py).
+Each rule reads one effect and one check, both on judged rows of the same runs, against
+a threshold δ (:mod:`tokenlens.analysis.rules`: the readings, H1's veto rule and H2's
+conjunction; :mod:`tokenlens.analysis.power`: how much data a verdict needs).
 
 H1 (tokenization / text structure): the effect is the *shared composition* of the
 judged gap by the target's confidence for the trained drafters (Japanese has more of
@@ -40,21 +22,19 @@ the trained drafters' own within-confidence gap (with the same weights), so that
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import inspect
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from tokenlens.analysis.bootstrap import DECISION_LEVEL, Resampler, prompt_keys
+from tokenlens.analysis.bootstrap import Resampler, prompt_keys
 from tokenlens.analysis.breakdown import per_lang, row_mask
+from tokenlens.analysis.code_identity import code_text
 from tokenlens.analysis.decompose import (
     CONF_BINS,
     EN,
@@ -66,169 +46,35 @@ from tokenlens.analysis.decompose import (
     has_pair,
 )
 from tokenlens.analysis.gap import gap
-from tokenlens.analysis.wording import no_deficit_sentence, reading_sentence, runs_phrase
+from tokenlens.analysis.power import effect_power, power_conjunction
+from tokenlens.analysis.rules import (
+    DECISION_KEYS,
+    FREE,
+    INCONCLUSIVE,
+    INSUFFICIENT,
+    NA,
+    NO,
+    NO_DEFICIT,
+    TRAINED,
+    YES,
+    Rules,
+    combine,
+    conjoin,
+    decision_bounds,
+    tri,
+    verdict_of,
+)
+from tokenlens.analysis.wording import (
+    CONFIDENCE_CAVEAT,
+    H2_CAVEAT,
+    TOKEN_CAVEAT,
+    no_deficit_sentence,
+    reading_sentence,
+    runs_phrase,
+)
 from tokenlens.arrays import Mask
 from tokenlens.engine.config import TRAINING_FREE
 from tokenlens.format import interval_prose
-
-SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"
-NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT = "no_japanese_deficit", "inconclusive", "insufficient_data"
-VERDICTS = (SUPPORTED, NOT_SUPPORTED, NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT)
-YES, NO, UNSURE, NA = "yes", "no", "unsure", "n/a"
-TRAINED, FREE = "trained", "training_free"
-POWER = 0.80
-
-CONFIDENCE_CAVEAT = (
-    "The target's own confidence also reflects the target's Japanese training data: "
-    "'Japanese is less predictable for the target' is what the composition by confidence "
-    "measures, whether that comes from the text or from the target's data."
-)
-TOKEN_CAVEAT = (
-    "A tokenization cost that shows at equal target confidence (the drafter missing byte "
-    "fragments or script changes where the target is sure) is not part of the composition: "
-    "H1 read this way misses it (docs/bench_verdicts.md, token_hurts)."
-)
-H2_CAVEAT = (
-    "The contrast assumes that, without a training-data effect, the Japanese gap at equal "
-    "target confidence would be the same for both drafters on the probability scale "
-    "(parallel trends); the n-gram drafter's gap also reflects repetition in the text, and "
-    "a violation of a few points moves the difference by as much (docs/bench_verdicts.md). "
-    "A within-confidence deficit of the trained drafter alone reads as H2 whether it comes "
-    "from its training data or from how it handles the tokenizer."
-)
-
-
-@dataclass(frozen=True)
-class Rules:
-    """Thresholds of the verdict rules (recorded in summary.json)."""
-
-    delta: float = 0.02
-    min_prompts: int = 30
-    power_effects: tuple[float, ...] = (0.05, 0.10)
-    alpha: float = (1.0 - DECISION_LEVEL) / 2.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.alpha < 0.5:
-            raise ValueError(f"alpha must lie in (0, 0.5), not {self.alpha}")
-
-    @property
-    def decision_level(self) -> float:
-        """The level of the interval the readings use: 1 − 2α."""
-        return 1.0 - 2.0 * self.alpha
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "delta": self.delta,
-            "alpha": self.alpha,
-            "decision_level": self.decision_level,
-            "min_prompts": self.min_prompts,
-            "power": POWER,
-            "power_effects": list(self.power_effects),
-        }
-
-
-def decision_bounds(effect: dict[str, Any]) -> tuple[Any, Any]:
-    """The interval a reading uses: ``decision_low/high``; an effect without them (a
-    summary written before decision intervals, a hand-made figure) falls back to its
-    reported interval."""
-    if "decision_low" in effect or "decision_high" in effect:
-        return effect.get("decision_low"), effect.get("decision_high")
-    return effect.get("ci_low"), effect.get("ci_high")
-
-
-def tri(effect: dict[str, Any] | None, delta: float) -> str:
-    """``yes`` / ``no`` / ``unsure`` / ``n/a`` for "Japanese is worse by more than delta",
-    read from the effect's decision interval (:func:`decision_bounds`)."""
-    if effect is None:
-        return NA
-    lo_, hi_ = decision_bounds(effect)
-    if lo_ is None or hi_ is None:
-        return NA
-    lo, hi = float(lo_), float(hi_)
-    if not hi > lo:  # a zero-width interval is not evidence
-        return NA
-    if hi < -delta:
-        return YES
-    if lo > -delta:
-        return NO
-    return UNSURE
-
-
-def combine(effect: str, check: str | None) -> str:
-    """The symmetric veto rule (``check`` None: there is no check)."""
-    if effect == YES and check != NO:
-        return SUPPORTED
-    if effect == NO and check != YES:
-        return NOT_SUPPORTED
-    return INCONCLUSIVE
-
-
-def conjoin(effect: str, check: str) -> str:
-    """The conjunction rule: ``supported`` needs the effect *and* the check.
-
-    H2's effect (the difference in differences) also moves when the n-gram drafter is
-    better on Japanese while the trained drafter has no gap at all; under the veto rule
-    that read as H2 ``supported`` in 86% of such simulated studies (bench_verdicts). The
-    trained drafter's own within-confidence gap must be there too. ``not_supported``
-    when the check says no (the trained drafter has no gap at equal confidence, whatever
-    the n-gram drafter does), or the effect says no and the check does not say yes (a
-    gap both drafters share is not a training-data effect, but not its absence either).
-    """
-    if effect == YES and check == YES:
-        return SUPPORTED
-    if check == NO or (effect == NO and check != YES):
-        return NOT_SUPPORTED
-    return INCONCLUSIVE
-
-
-DECISION_KEYS = ("decision_low", "decision_high")
-REPORTED_KEYS = ("ci_low", "ci_high")
-
-
-def read(
-    figure: Mapping[str, Any] | None, delta: float, keys: tuple[str, str] = DECISION_KEYS
-) -> str:
-    """:func:`tri` on the interval ``keys`` of ``figure`` (the decision interval, or
-    with :data:`REPORTED_KEYS` the reported 95% interval: the first rules' reading)."""
-    if figure is None:
-        return NA
-    return tri({"ci_low": figure.get(keys[0]), "ci_high": figure.get(keys[1])}, delta)
-
-
-def verdict_of(
-    gate: Mapping[str, Any] | None,
-    effect: Mapping[str, Any] | None,
-    check: Mapping[str, Any] | None,
-    delta: float,
-    both: bool,
-    keys: tuple[str, str] = DECISION_KEYS,
-) -> str:
-    """A verdict from its three figures alone: the no-deficit gate (the family's gap),
-    then the effect and the check by the veto rule (``both``: the conjunction rule).
-    The same rules as :func:`decide` (the minimum-prompts gate aside), so that a verdict
-    can be recomputed at another δ, on another gap or on the reported interval."""
-    if read(gate, delta, keys) == NO:
-        return NO_DEFICIT
-    reading = read(effect, delta, keys)
-    check_reading = read(check, delta, keys) if check is not None else None
-    return conjoin(reading, check_reading or NA) if both else combine(reading, check_reading)
-
-
-def code_text(source: str) -> str:
-    """The structure of ``source`` without its docstrings (``ast.dump``): what a hash of
-    code should see, so that rewording a docstring changes no identity."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            body[0] = ast.Pass()
-    return ast.dump(tree)
 
 
 def rules_identity(rules: Rules, support: Support) -> str:
@@ -288,142 +134,6 @@ def prompts_per_lang(frame: pd.DataFrame, rows: Mask | None = None) -> dict[str,
     if rows is not None:
         lang, keys = lang[rows], keys[rows]
     return {x: len(set(keys[lang == x])) for x in (JA, EN)}
-
-
-def _power(effect: dict[str, Any] | None, df: int, rules: Rules, n_prompts: int) -> dict[str, Any]:
-    """Minimum detectable effect now, and prompts per language a given effect needs.
-
-    SE comes back from the reported 95% interval (half-width / t quantile). To be
-    ``supported`` an effect's decision interval must clear −δ, a one-sided test at α, so
-    with power 80% the smallest detectable effect is δ + (t_(1−α) + t_0.80) · SE; prompts
-    needed scale SE by sqrt(N / N').
-    """
-    out: dict[str, Any] = {"power": POWER, "prompts_per_language": n_prompts}
-    if effect is None or effect.get("ci_low") is None or df < 1:
-        out.update(se=None, mde=None, prompts_needed=None, not_estimable="no interval")
-        return out
-    half = (float(effect["ci_high"]) - float(effect["ci_low"])) / 2.0
-    se = half / float(stats.t.ppf(0.975, df))
-    one_sided = 1.0 - rules.alpha
-    mde = rules.delta + (float(stats.t.ppf(one_sided, df)) + float(stats.t.ppf(POWER, df))) * se
-    z = float(stats.norm.ppf(one_sided) + stats.norm.ppf(POWER))
-    needed = {}
-    for size in rules.power_effects:
-        need = n_prompts * (z * se / (size - rules.delta)) ** 2 if size > rules.delta else math.inf
-        needed[f"{size:g}"] = (
-            max(rules.min_prompts, math.ceil(need)) if math.isfinite(need) else None
-        )
-    out.update(se=se, mde=mde, prompts_needed=needed)
-    return out
-
-
-def _se(figure: Mapping[str, Any] | None, df: int) -> float | None:
-    """The SE behind a figure's reported 95% t interval (half-width / t quantile)."""
-    if figure is None or figure.get("ci_low") is None or figure.get("ci_high") is None:
-        return None
-    half = (float(figure["ci_high"]) - float(figure["ci_low"])) / 2.0
-    return half / float(stats.t.ppf(0.975, df)) if df >= 1 and half > 0 else None
-
-
-def bivariate_normal_cdf(h: float, k: float, rho: float) -> float:
-    """P(X < h, Y < k) for standard normals with correlation ``rho`` (|rho| < 1), by
-    Owen's T function (Owen 1956): exact and fast, unlike a numerical integration."""
-    from scipy.special import owens_t
-
-    rho = float(np.clip(rho, -0.999999, 0.999999))
-    s = math.sqrt(1.0 - rho * rho)
-    phi_h, phi_k = float(stats.norm.cdf(h)), float(stats.norm.cdf(k))
-    if h == 0.0 and k == 0.0:
-        return 0.25 + math.asin(rho) / (2.0 * math.pi)
-    if h == 0.0:
-        h = 1e-300 if k > 0 else -1e-300
-    if k == 0.0:
-        k = 1e-300 if h > 0 else -1e-300
-    t1 = float(owens_t(h, (k - rho * h) / (h * s)))
-    t2 = float(owens_t(k, (h - rho * k) / (k * s)))
-    beta = 0.0 if h * k > 0 or (h * k == 0 and h + k >= 0) else 0.5
-    return float(np.clip(0.5 * (phi_h + phi_k) - t1 - t2 - beta, 0.0, 1.0))
-
-
-def _both_yes(effect: float, se: tuple[float, float], rho: float, q: float, delta: float) -> float:
-    """P(both decision intervals lie below −δ) when both figures equal ``effect``: each
-    reads yes when estimate + q·SE < −δ; the estimates are bivariate normal with
-    correlation ``rho``."""
-    a = (-delta - effect) / se[0] - q
-    b = (-delta - effect) / se[1] - q
-    return bivariate_normal_cdf(a, b, rho)
-
-
-def power_conjunction(
-    effect: Mapping[str, Any] | None,
-    check: Mapping[str, Any] | None,
-    rho: float | None,
-    df: int,
-    rules: Rules,
-    n_prompts: int,
-) -> dict[str, Any]:
-    """H2's power under its whole rule: ``supported`` needs the effect (the difference in
-    differences) *and* the check (the trained drafters' within-confidence gap) to read
-    yes. For an H2 effect of size e with parallel trends holding (the n-gram drafter's
-    within-confidence gap 0), both figures have mean e; their SEs come from their
-    reported intervals and their correlation from the shared bootstrap replicates.
-    ``mde``: the smallest |e| found 80% of the time; ``power_at``: the power at each
-    ``power_effects`` size; ``prompts_needed``: prompts per language for 80% at each size
-    (SEs scaled by sqrt(N / N')); ``mde_effect_alone``: the same from the effect alone,
-    what the first version reported. The no-deficit gate is not modelled: under an
-    effect beyond δ the gap rarely clears −δ."""
-    alone = _power(dict(effect) if effect is not None else None, df, rules, n_prompts)
-    out: dict[str, Any] = {
-        "power": POWER,
-        "prompts_per_language": n_prompts,
-        "rule": "conjunction: the effect and the check must both read yes",
-        "se": alone.get("se"),
-        "mde_effect_alone": alone.get("mde"),
-    }
-    se_d, se_w = _se(effect, df), _se(check, df)
-    if se_d is None or se_w is None or rho is None or not math.isfinite(rho):
-        out.update(mde=None, prompts_needed=None, power_at=None, not_estimable="no interval")
-        return out
-    q = float(stats.t.ppf(1.0 - rules.alpha, df))
-
-    def power_at(e: float, scale: float = 1.0, quantile: float = q) -> float:
-        return _both_yes(e, (se_d * scale, se_w * scale), rho, quantile, rules.delta)
-
-    def smallest(scale: float = 1.0, quantile: float = q) -> float:
-        lo, hi = rules.delta, rules.delta + 40.0 * max(se_d, se_w) * scale
-        for _ in range(60):
-            mid = (lo + hi) / 2.0
-            if power_at(-mid, scale, quantile) >= POWER:
-                hi = mid
-            else:
-                lo = mid
-        return hi
-
-    z = float(stats.norm.ppf(1.0 - rules.alpha))
-    needed: dict[str, int | None] = {}
-    for size in rules.power_effects:
-        if size <= rules.delta:
-            needed[f"{size:g}"] = None
-            continue
-        lo_n, hi_n = 1.0, 1e7
-        if power_at(-size, math.sqrt(n_prompts / hi_n), z) < POWER:
-            needed[f"{size:g}"] = None
-            continue
-        for _ in range(80):
-            mid = math.sqrt(lo_n * hi_n)
-            if power_at(-size, math.sqrt(n_prompts / mid), z) >= POWER:
-                hi_n = mid
-            else:
-                lo_n = mid
-        needed[f"{size:g}"] = max(rules.min_prompts, math.ceil(hi_n))
-    out.update(
-        se_check=se_w,
-        correlation=rho,
-        mde=smallest(),
-        power_at={f"{size:g}": power_at(-size) for size in rules.power_effects},
-        prompts_needed=needed,
-    )
-    return out
 
 
 def _verdict(
@@ -614,7 +324,7 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         reading=reading,
         check=_check(check, check_reading, "shared composition, training-free drafters"),
         power={
-            **_power(effect, parts.df, rules, n),
+            **effect_power(effect, parts.df, rules, n),
             "rule": "effect alone: the check's veto, which binds only when the check reads "
             "no, is not modelled",
         },

@@ -21,6 +21,26 @@ from tokenlens.format import finite, num
 
 YES, NO, UNSURE, NA = "yes", "no", "unsure", "n/a"
 
+# What a verdict cannot see, said next to it (summary.json's caveat of H1 and H2).
+CONFIDENCE_CAVEAT = (
+    "The target's own confidence also reflects the target's Japanese training data: "
+    "'Japanese is less predictable for the target' is what the composition by confidence "
+    "measures, whether that comes from the text or from the target's data."
+)
+TOKEN_CAVEAT = (
+    "A tokenization cost that shows at equal target confidence (the drafter missing byte "
+    "fragments or script changes where the target is sure) is not part of the composition: "
+    "H1 read this way misses it (docs/bench_verdicts.md, token_hurts)."
+)
+H2_CAVEAT = (
+    "The contrast assumes that, without a training-data effect, the Japanese gap at equal "
+    "target confidence would be the same for both drafters on the probability scale "
+    "(parallel trends); the n-gram drafter's gap also reflects repetition in the text, and "
+    "a violation of a few points moves the difference by as much (docs/bench_verdicts.md). "
+    "A within-confidence deficit of the trained drafter alone reads as H2 whether it comes "
+    "from its training data or from how it handles the tokenizer."
+)
+
 
 def margin(delta: float) -> str:
     """``δ = 2 pp``."""

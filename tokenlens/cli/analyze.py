@@ -46,8 +46,9 @@ and H2's control (H2 is the trained minus n-gram within-confidence gap). Trace w
 top-k logprobs so that "at equal target confidence" can be measured.
 
 Writes DIR/tokens.parquet (one row per draft event), DIR/outputs.parquet (the text of
-every output token, for the report's token view), DIR/summary.json and DIR/tables.md.
-See docs/analysis.md for every definition and rule.
+every output token, for the report's token view), DIR/summary.json and DIR/tables.md,
+then DIR/report.html and DIR/FINDINGS.md (the same writer as the demo's). See
+docs/analysis.md for every definition and rule.
 
 Before any work every input is checked, and analyze refuses in one line: token ids
 that do not decode to the request's text with the run's tokenizer (or --tokenizer),
@@ -198,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     """Parse the options into a config, analyse, print where the outputs are."""
     from tokenlens.analysis import AnalyzeConfig, run_analyze
     from tokenlens.report import write_analyze_report
+    from tokenlens.report.findings import FINDINGS, write_findings
 
     config = AnalyzeConfig(
         runs=tuple(args.runs),
@@ -227,8 +229,10 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     for name, h in result.summary["hypotheses"].items():
         say(f"{name}: {h['verdict']}")
-    say(f"report: {write_analyze_report(result.summary_path.parent)}")
-    say(str(result.summary_path.parent))
+    out = result.summary_path.parent
+    say(f"report: {write_analyze_report(out)}")
+    write_findings(out / FINDINGS, out, args.bench)
+    say(str(out))
     return 0
 
 
@@ -236,6 +240,7 @@ def _compare(config: Any, fields: tuple[str, ...], progress: Any) -> int:
     """``--compare``: one analysis per group, each with its report."""
     from tokenlens.analysis.compare import run_compare
     from tokenlens.report import write_analyze_report
+    from tokenlens.report.findings import FINDINGS, write_findings
 
     try:
         result = run_compare(config, fields, progress)
@@ -246,6 +251,8 @@ def _compare(config: Any, fields: tuple[str, ...], progress: Any) -> int:
             f"{name}: {h['verdict']}" for name, h in done.result.summary["hypotheses"].items()
         )
         say(f"{done.group.label}: {verdicts}")
-        say(f"  report: {write_analyze_report(done.result.summary_path.parent)}")
+        out = done.result.summary_path.parent
+        say(f"  report: {write_analyze_report(out)}")
+        write_findings(out / FINDINGS, out, config.bench)
     say(str(result.compare_path))
     return 0

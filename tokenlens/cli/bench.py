@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.out is None:
         raise TokenlensError("--out is required unless --check (see 'tokenlens bench --help')")
-    from tokenlens.bench.measure import BenchConfig, run_bench
+    from tokenlens.bench.config import BenchConfig
+    from tokenlens.bench.measure import run_bench
     from tokenlens.report import write_bench_report
 
     config = BenchConfig(

@@ -16,7 +16,8 @@ from tokenlens.cli.common import (
     progress_for,
     say,
 )
-from tokenlens.demo import DEFAULT_SIZE, SIZES, DemoConfig, reanalyze, run_demo
+from tokenlens.demo import DemoConfig, reanalyze, run_demo
+from tokenlens.demo.sizes import DEFAULT_SIZE, SIZES
 from tokenlens.errors import TokenlensError
 
 HELP = """\

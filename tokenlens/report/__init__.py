@@ -7,7 +7,8 @@ numbers are written by :mod:`tokenlens.format`.
 (summary.json, tokens.parquet) into ``report.html`` plus PNG/SVG charts. See
 docs/reports.md.
 ``write_bench_report(bench_dir)`` does the same for ``tokenlens bench`` (results.csv,
-bench.json).
+bench.json). FINDINGS.md, the study's answer in prose, comes from a Markdown template
+beside them: :func:`tokenlens.report.findings.write_findings`.
 """
 
 from tokenlens.report.analysis_page import write_analyze_report

@@ -136,7 +136,7 @@ def hypotheses(
 
 def _sensitivity(h: Hypothesis) -> str:
     """The verdict's sensitivity in one sentence (FINDINGS.md's wording)."""
-    from tokenlens.report.findings import sensitivity_words
+    from tokenlens.report.findings_verdicts import sensitivity_words
 
     return sensitivity_words(h)
 

@@ -31,7 +31,7 @@ from tokenlens.bench.results_md import (
 from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, Row, read_results
 from tokenlens.errors import TokenlensError
 from tokenlens.format import MISSING, finite, lang_order, num, qty, spread
-from tokenlens.report.charts import WIDTH, Spec, inline_data, lang_color
+from tokenlens.report.chart_kit import WIDTH, Spec, inline_data, lang_color
 from tokenlens.report.export import export_charts
 from tokenlens.report.html import chart_page
 

@@ -39,7 +39,7 @@ from tokenlens.format import (
     rate_cell,
 )
 from tokenlens.report.analysis_page import hypotheses
-from tokenlens.report.findings import best_speedups
+from tokenlens.report.findings_speed import best_speedups
 from tokenlens.report.html import render, static
 
 INDEX = "index.html"
@@ -73,33 +73,17 @@ def write_index(
     extra_markdown: Sequence[Path] = (),
     note: str | None = None,
 ) -> Path:
-    """Write ``out/index.html`` for the given parts (None: not run) and return its path.
+    """Write ``out/index.html`` for the given parts (None: not run) and return its path
+    (links relative to ``out``).
 
     ``note``: a line shown under the title (the demo's smoke-size note)."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / INDEX
-    path.write_text(
-        index_html(out, bench_dir, analysis_dir, runs, findings, extra_markdown, note), "utf-8"
-    )
-    return path
-
-
-def index_html(
-    out: Path,
-    bench_dir: Path | None,
-    analysis_dir: Path | None,
-    runs: Sequence[Path],
-    findings: Path | None,
-    extra_markdown: Sequence[Path] = (),
-    note: str | None = None,
-) -> str:
-    """The page's text (links relative to ``out``)."""
     bench = _read_bench(bench_dir)
     analysis = _read_analysis(analysis_dir)
     report = analysis_dir / "report.html" if analysis_dir is not None else None
     found = anchors(report, REPORT_ANCHORS)
     run_parts = [(run, _read_json(run / "manifest.json")) for run in runs]
-    return render(
+    page = render(
         TEMPLATE,
         policy=POLICY,
         note=note,
@@ -115,6 +99,9 @@ def index_html(
         runs=_runs(out, run_parts),
         signatures=_signatures(bench, analysis, run_parts),
     )
+    path = out / INDEX
+    path.write_text(page, "utf-8")
+    return path
 
 
 # --- reading the parts --------------------------------------------------------------------

@@ -88,7 +88,7 @@ def supported(est: dict[str, Any], decision: bool = True) -> dict[str, bool]:
     no-deficit gate), read on each figure's decision interval or, with ``decision``
     False, on its reported 95% interval (the first rule). The minimum-prompts gate is
     the caller's."""
-    from tokenlens.analysis.verdicts import NO, SUPPORTED, Rules, combine, conjoin, tri
+    from tokenlens.analysis.rules import NO, SUPPORTED, Rules, combine, conjoin, tri
 
     delta = Rules().delta
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from tokenlens.analysis.verdicts import code_text
+from tokenlens.analysis.code_identity import code_text
 from tokenlens.arrays import F64
 from tokenlens.arrays import Mask as B
 from tokenlens.engine.config import TRAINING_FREE

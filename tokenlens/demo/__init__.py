@@ -25,128 +25,23 @@ from typing import Any
 
 from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.pipeline import AnalyzeResult, run_analyze
-from tokenlens.bench.measure import BenchConfig, run_bench
-from tokenlens.bench_results import BENCH_JSON, read_results
+from tokenlens.bench.config import BenchConfig
+from tokenlens.bench.measure import run_bench
+from tokenlens.demo.sizes import (
+    ALL_CORPORA,
+    DEFAULT_SIZE,
+    PLANS,
+    SIZES,
+    smoke_note,
+    study_prompts,
+)
+from tokenlens.demo.summary import replay_check, summary_markdown
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import ensure_pair
-from tokenlens.packaged import corpora_dir, plans_dir
+from tokenlens.packaged import corpora_dir
 from tokenlens.progress import SILENT, Progress
-from tokenlens.rundir import read_run
-from tokenlens.trace import DEFAULT_CONCURRENCY, TraceConfig, run_trace
-
-PLANS = plans_dir()
-
-
-ALL_CORPORA = "all"  # every shipped parallel corpus except the smoke one
-SMOKE_CORPUS = "smoke"  # corpora/smoke.jsonl: one pair for tests, not a study
-
-
-@dataclass(frozen=True)
-class Replay:
-    """Replays of one traced run (by name) for these methods and k (docs/replay.md)."""
-
-    source: str
-    methods: tuple[str, ...]
-    ks: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Size:
-    """One demo size: the bench plan, the traced runs (name, method, k) and their limits."""
-
-    plan: str | None  # bench plan under plans/ (None: no bench)
-    traces: tuple[tuple[str, str, int], ...]
-    limit: int | None  # prompts per language traced (None: all)
-    cap: int | None  # upper bound on every traced prompt's max_tokens
-    concurrency: int  # traced requests in flight (batching is cheap on CPU)
-    corpus: str = "demo"  # a shipped corpus name, or ALL_CORPORA
-    # Replayed runs; when set, they are what the analysis reads and the traces that are
-    # not their source only check them (docs/study.md).
-    replay: Replay | None = None
-    # Traces that only check the replay: --no-check-trace skips them.
-    checks: tuple[str, ...] = ()
-    smoke: bool = True  # too few prompts for a verdict (the output says so)
-    wall: str = ""  # measured wall time on 2 CPU cores with cached models
-
-
-# Sized for ~2-4 tok/s on 2 CPU cores; medium (the default) needs >= 5 traced requests
-# per language, the smoke minimum. full is the verdict-grade study: >= 30 prompts per
-# language (the verdict rules' minimum, docs/analysis.md), 128-token outputs, k = 1..5.
-SIZES: dict[str, Size] = {
-    "small": Size("demo-cpu-small.toml", (("draft_model-k3", "draft_model", 3),), 2, 48, 2),
-    "medium": Size(
-        "demo-cpu.toml",
-        (("ngram-k3", "ngram", 3), ("draft_model-k3", "draft_model", 3)),
-        5,
-        28,
-        5,
-        wall="~14 min",  # 13 min 52 s (docs/development.md)
-    ),
-    "full": Size(
-        None,
-        (("draft_model-k3", "draft_model", 3), ("ngram-k3", "ngram", 3)),
-        None,
-        128,
-        DEFAULT_CONCURRENCY,
-        corpus=ALL_CORPORA,
-        replay=Replay("draft_model-k3", ("draft_model", "ngram"), (1, 2, 3, 4, 5)),
-        checks=("ngram-k3",),
-        smoke=False,
-        wall="40-90 min",  # 39 min once, 77+ min on a busier evening (docs/study.md)
-    ),
-}
-DEFAULT_SIZE = "medium"
-FULL_SIZE = "full"
-
-
-def full_command(out: str = "out/full") -> str:
-    """The command that runs the verdict-grade study (and reproduces reports/full/)."""
-    return f"tokenlens demo --size {FULL_SIZE} --out {out}"
-
-
-def smoke_note(size: str) -> str | None:
-    """What a smoke-sized study's outputs must say about themselves (None: not smoke)."""
-    if not SIZES[size].smoke:
-        return None
-    return (
-        f"This is a smoke-sized study (size {size}): it shows that every step works, but "
-        "it has too few prompts and too short outputs for a verdict. The verdict-grade "
-        f"study ({SIZES[FULL_SIZE].wall} on 2 CPU cores, docs/study.md): "
-        f"{full_command()}"
-    )
-
-
-def study_prompts(corpus: str, out: Path, max_tokens: int | None) -> Path:
-    """The prompt file of a size: a shipped corpus, or (ALL_CORPORA) every complete
-    Japanese/English pair of the shipped corpora except the smoke one, written to
-    ``out`` with every prompt's ``max_tokens`` set to ``max_tokens`` (when given)."""
-    if corpus != ALL_CORPORA:
-        return corpora_dir() / f"{corpus}.jsonl"
-    by_pair: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(corpora_dir().glob("*.jsonl")):
-        if path.stem == SMOKE_CORPUS:
-            continue
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                prompt = json.loads(line)
-                by_pair.setdefault(f"{path.stem}/{prompt.get('pair')}", []).append(prompt)
-    lines, ids = [], set()
-    for group in by_pair.values():
-        if sorted(p["lang"] for p in group) != ["en", "ja"]:
-            continue  # not a Japanese/English pair: no part of the study
-        for prompt in group:
-            if prompt["id"] in ids:
-                raise TokenlensError(f"prompt id {prompt['id']!r} is in two shipped corpora")
-            ids.add(prompt["id"])
-            if max_tokens is not None:
-                prompt["max_tokens"] = max_tokens
-            lines.append(json.dumps(prompt, ensure_ascii=False))
-    if not lines:
-        raise TokenlensError(f"no Japanese/English pair in {corpora_dir()}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
+from tokenlens.trace import TraceConfig, run_trace
 
 
 @dataclass(frozen=True)
@@ -355,7 +250,7 @@ def finish_study(
     """
     # Report making only here (altair, vl-convert): the CLI starts and traces without them.
     from tokenlens.report import write_analyze_report
-    from tokenlens.report.findings import findings_markdown
+    from tokenlens.report.findings import FINDINGS, write_findings
     from tokenlens.report.index import write_index
 
     note = smoke_note(size_name)
@@ -369,19 +264,9 @@ def finish_study(
         progress,
     )
     report = write_analyze_report(out / "analysis")
-    rows = read_results(bench_dir / "results.csv") if bench_dir is not None else None
-    info = (
-        json.loads((bench_dir / BENCH_JSON).read_text(encoding="utf-8"))
-        if bench_dir is not None
-        else None
-    )
     check = out / "replay" / "check.json"
     checks = json.loads(check.read_text(encoding="utf-8")) if check.is_file() else None
-    findings = out / "FINDINGS.md"
-    findings.write_text(
-        with_note(findings_markdown(analysis.summary, rows, info, checks), note),
-        encoding="utf-8",
-    )
+    findings = write_findings(out / FINDINGS, out / "analysis", bench_dir, checks, note)
     summary = out / "summary.md"
     index = write_index(
         out,
@@ -479,126 +364,3 @@ def reusable(trace: TraceConfig) -> bool:
     prompts = select_prompts(read_prompts(trace.prompts), trace.langs, trace.limit)
     expected = manifest_for(trace, prompts, str(manifest.get("vllm_version")))
     return bool(expected["signature"] == manifest.get("signature"))
-
-
-def with_note(markdown: str, note: str | None) -> str:
-    """``markdown`` with ``note`` as a quoted paragraph under its first heading."""
-    if note is None:
-        return markdown
-    head, sep, rest = markdown.partition("\n")
-    return f"{head}{sep}\n> **Smoke-sized.** {note}\n{rest}"
-
-
-def replay_check(traced: Path, replayed: Path) -> dict[str, Any]:
-    """A real trace against the replayed run of the same method and k, row for row.
-
-    ``equal_rows``: all seven event columns equal (:func:`tokenlens.replay.compare.
-    compare_runs`). ``equal_judged``: equal where the replay knows the draft: a replay
-    without branch drafts writes -1 for the drafts after a step's first rejection
-    (never judged by the target, read by no analysis), which a real trace shows.
-    """
-    from tokenlens.replay.compare import KEY, compare_runs
-
-    a, b = read_run(traced), read_run(replayed)
-    agreement = compare_runs(a, b)
-    assert a.events is not None and b.events is not None
-    ta = a.events.to_pandas()
-    tb = b.events.to_pandas()
-    both = ta.merge(tb, on=list(KEY), how="inner", suffixes=("_t", "_r"))
-    same = both["draft_token_id_r"].eq(-1) | both["draft_token_id_t"].eq(both["draft_token_id_r"])
-    for column in ("accepted", "emitted_token_id", "output_index"):
-        t, r = both[f"{column}_t"], both[f"{column}_r"]
-        same &= t.eq(r).fillna(False).astype(bool) | (t.isna() & r.isna())
-    rates = {}
-    for name, run in (("traced", a), ("replayed", b)):
-        m = run.metrics
-        rates[name] = m.acceptance_rate
-    return {
-        "traced": traced.name,
-        "replayed": replayed.name,
-        "requests": agreement.requests,
-        "rows_traced": agreement.rows_traced,
-        "rows_replayed": agreement.rows_replayed,
-        "equal_rows": agreement.equal_rows,
-        "equal_judged": int(same.sum()),
-        "unknown_drafts": int(both["draft_token_id_r"].eq(-1).sum()),
-        "differing_requests": [d.request_id for d in agreement.differing],
-        "acceptance_traced": rates["traced"],
-        "acceptance_replayed": rates["replayed"],
-    }
-
-
-def check_markdown(checks: Sequence[dict[str, Any]]) -> list[str]:
-    """The replay-vs-trace table of summary.md."""
-    if not checks:
-        return []
-    lines = [
-        "Replay against the real traces (same method and k, row for row; docs/replay.md):",
-        "",
-        "| trace | replayed run | requests | event rows traced | rows replayed "
-        "| equal rows | equal where the replay knows the draft | drafts the replay left -1 "
-        "| acceptance traced | acceptance replayed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in checks:
-        rate = [
-            f"{x:.4f}" if x is not None else "–"
-            for x in (c["acceptance_traced"], c["acceptance_replayed"])
-        ]
-        lines.append(
-            f"| {c['traced']} | {c['replayed']} | {c['requests']} | {c['rows_traced']} | "
-            f"{c['rows_replayed']} | {c['equal_rows']} | {c['equal_judged']} | "
-            f"{c['unknown_drafts']} | {rate[0]} | {rate[1]} |"
-        )
-    return [*lines, ""]
-
-
-def _run_rows(paths: Sequence[Path]) -> tuple[list[str], list[str]]:
-    rows, signatures = [], []
-    for path in paths:
-        run = read_run(path)
-        m = run.metrics
-        tokens = sum(len(x) for x in run.requests.column("output_token_ids").to_pylist())
-        rate = f"{m.acceptance_rate:.3f}" if m.acceptance_rate is not None else "–"
-        mal = f"{m.mean_acceptance_length:.2f}" if m.mean_acceptance_length is not None else "–"
-        rows.append(
-            f"| {path.name} | {run.requests.num_rows} | {tokens} | {m.num_drafts} | "
-            f"{m.num_draft_tokens} | {m.num_accepted_tokens} | {rate} | {mal} | "
-            f"{list(m.accepted_per_position)} |"
-        )
-        signatures.append(f"- `{path.parent.name}/{path.name}`: `{run.manifest['signature']}`")
-    return rows, signatures
-
-
-HEADER = [
-    "| run | requests | output tokens | drafts | draft tokens | accepted | acceptance rate "
-    "| mean acceptance length | accepted per position |",
-    "|---|---|---|---|---|---|---|---|---|",
-]
-
-
-def summary_markdown(
-    runs: list[Path],
-    traces: Sequence[Path] = (),
-    note: str | None = None,
-    checks: Sequence[dict[str, Any]] = (),
-) -> str:
-    """A table of the counters per run, with the signature of each run.
-
-    With ``traces`` (the full size), ``runs`` are replayed (counters derived from the
-    events) and ``traces`` the real traces (vLLM's counters) they came from or check.
-    """
-    lines = ["# tokenlens demo", ""]
-    if note is not None:
-        lines += [f"> **Smoke-sized.** {note}", ""]
-    rows, signatures = _run_rows(runs)
-    if traces:
-        lines += ["Replayed runs (analysed; counters derived from the events):", ""]
-    lines += [*HEADER, *rows]
-    if traces:
-        more, sigs = _run_rows(traces)
-        lines += ["", "Real traces (vLLM's counters):", "", *HEADER, *more]
-        signatures += sigs
-    if checks:
-        lines += ["", *check_markdown(checks)]
-    return "\n".join([*lines, "", "Signatures:", "", *signatures, ""])

@@ -1,0 +1,152 @@
+"""The verdict rules themselves: how a figure's interval reads against δ, and how an
+effect and its check combine into a verdict (docs/analysis.md, "Verdict rules").
+
+Each rule reads one effect (Japanese minus English, negative = Japanese worse) and one
+check, both on judged rows of the same runs, against a practical threshold δ:
+*yes* when the whole decision interval lies below −δ, *no* when it lies above −δ,
+*unsure* otherwise, *n/a* when the figure or its interval is missing (a null or
+zero-width interval never answers yes or no). The decision interval is the
+(1 − 2α) interval (90% at the default α = 0.05), so each reading is a one-sided test
+at level α against the margin δ: two one-sided tests, the TOST convention of
+equivalence testing. Reported intervals stay at 95%. (The first rules read the 95%
+interval: a 2.5% one-sided test *and* a margin, under which H2's power at 30 prompts
+per language and a planted 10 pp was 72%; see docs/analysis.md.)
+
+H1's rule is symmetric: the effect proposes, and the check can veto either answer
+(:func:`combine`). H2's rule is the conjunction (:func:`conjoin`). What the figures
+are, and the verdicts built from them: :mod:`tokenlens.analysis.verdicts`. The code of
+:func:`tri`, :func:`combine`, :func:`conjoin` and :func:`verdict_of` is hashed into
+the analysis signature (:func:`tokenlens.analysis.verdicts.rules_identity`): a change
+to them is a change of the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tokenlens.analysis.bootstrap import DECISION_LEVEL
+
+SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"
+NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT = "no_japanese_deficit", "inconclusive", "insufficient_data"
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT)
+YES, NO, UNSURE, NA = "yes", "no", "unsure", "n/a"
+TRAINED, FREE = "trained", "training_free"
+POWER = 0.80
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Thresholds of the verdict rules (recorded in summary.json)."""
+
+    delta: float = 0.02
+    min_prompts: int = 30
+    power_effects: tuple[float, ...] = (0.05, 0.10)
+    alpha: float = (1.0 - DECISION_LEVEL) / 2.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 0.5:
+            raise ValueError(f"alpha must lie in (0, 0.5), not {self.alpha}")
+
+    @property
+    def decision_level(self) -> float:
+        """The level of the interval the readings use: 1 − 2α."""
+        return 1.0 - 2.0 * self.alpha
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "delta": self.delta,
+            "alpha": self.alpha,
+            "decision_level": self.decision_level,
+            "min_prompts": self.min_prompts,
+            "power": POWER,
+            "power_effects": list(self.power_effects),
+        }
+
+
+def decision_bounds(effect: dict[str, Any]) -> tuple[Any, Any]:
+    """The interval a reading uses: ``decision_low/high``; an effect without them (a
+    summary written before decision intervals, a hand-made figure) falls back to its
+    reported interval."""
+    if "decision_low" in effect or "decision_high" in effect:
+        return effect.get("decision_low"), effect.get("decision_high")
+    return effect.get("ci_low"), effect.get("ci_high")
+
+
+def tri(effect: dict[str, Any] | None, delta: float) -> str:
+    """``yes`` / ``no`` / ``unsure`` / ``n/a`` for "Japanese is worse by more than delta",
+    read from the effect's decision interval (:func:`decision_bounds`)."""
+    if effect is None:
+        return NA
+    lo_, hi_ = decision_bounds(effect)
+    if lo_ is None or hi_ is None:
+        return NA
+    lo, hi = float(lo_), float(hi_)
+    if not hi > lo:  # a zero-width interval is not evidence
+        return NA
+    if hi < -delta:
+        return YES
+    if lo > -delta:
+        return NO
+    return UNSURE
+
+
+def combine(effect: str, check: str | None) -> str:
+    """The symmetric veto rule (``check`` None: there is no check)."""
+    if effect == YES and check != NO:
+        return SUPPORTED
+    if effect == NO and check != YES:
+        return NOT_SUPPORTED
+    return INCONCLUSIVE
+
+
+def conjoin(effect: str, check: str) -> str:
+    """The conjunction rule: ``supported`` needs the effect *and* the check.
+
+    H2's effect (the difference in differences) also moves when the n-gram drafter is
+    better on Japanese while the trained drafter has no gap at all; under the veto rule
+    that read as H2 ``supported`` in 86% of such simulated studies (bench_verdicts). The
+    trained drafter's own within-confidence gap must be there too. ``not_supported``
+    when the check says no (the trained drafter has no gap at equal confidence, whatever
+    the n-gram drafter does), or the effect says no and the check does not say yes (a
+    gap both drafters share is not a training-data effect, but not its absence either).
+    """
+    if effect == YES and check == YES:
+        return SUPPORTED
+    if check == NO or (effect == NO and check != YES):
+        return NOT_SUPPORTED
+    return INCONCLUSIVE
+
+
+DECISION_KEYS = ("decision_low", "decision_high")
+REPORTED_KEYS = ("ci_low", "ci_high")
+
+
+def read(
+    figure: Mapping[str, Any] | None, delta: float, keys: tuple[str, str] = DECISION_KEYS
+) -> str:
+    """:func:`tri` on the interval ``keys`` of ``figure`` (the decision interval, or
+    with :data:`REPORTED_KEYS` the reported 95% interval: the first rules' reading)."""
+    if figure is None:
+        return NA
+    return tri({"ci_low": figure.get(keys[0]), "ci_high": figure.get(keys[1])}, delta)
+
+
+def verdict_of(
+    gate: Mapping[str, Any] | None,
+    effect: Mapping[str, Any] | None,
+    check: Mapping[str, Any] | None,
+    delta: float,
+    both: bool,
+    keys: tuple[str, str] = DECISION_KEYS,
+) -> str:
+    """A verdict from its three figures alone: the no-deficit gate (the family's gap),
+    then the effect and the check by the veto rule (``both``: the conjunction rule).
+    The same rules as :func:`decide` (the minimum-prompts gate aside), so that a verdict
+    can be recomputed at another δ, on another gap or on the reported interval."""
+    if read(gate, delta, keys) == NO:
+        return NO_DEFICIT
+    reading = read(effect, delta, keys)
+    check_reading = read(check, delta, keys) if check is not None else None
+    return conjoin(reading, check_reading or NA) if both else combine(reading, check_reading)

@@ -1,0 +1,160 @@
+"""How summary.json's typed view reads a value: one reader per declared field type.
+
+Every dataclass of :mod:`tokenlens.analysis.summary_file` and
+:mod:`tokenlens.analysis.summary_figures` is read the same way: each field from the
+key of its name (or ``metadata={"key": ...}``), with the reader its annotation names.
+A wrong type reads as missing (``None``, or an empty dict or tuple), and a value is
+kept as it was read (an ``int`` stays an ``int``), so that a view prints what the file
+holds. Declaring the field is therefore all a new key needs; only the fields whose
+value is not at their own key (or needs a rule of its own) are read by hand, and are
+passed to :func:`read` by name.
+
+Only the standard library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from collections.abc import Callable, Mapping
+from typing import Any, Self, TypeVar
+
+T = TypeVar("T")
+Reader = Callable[[Any], Any]
+
+# --- scalar readers: a wrong type reads as missing ------------------------------------------
+
+
+def as_map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_float(value: Any) -> float | None:
+    """A number as it was read (int or float, NaN kept: the views print it as missing)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    number: float = value
+    return number
+
+
+def as_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    number: int = value
+    return number
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def as_bool(value: Any) -> bool | None:
+    # numpy's bool_ too: the analysis hands its in-memory dict to the same reader
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    return None
+
+
+def as_strs(data: Any) -> tuple[str, ...]:
+    return tuple(str(x) for x in data) if isinstance(data, list) else ()
+
+
+def as_configs(data: Any) -> tuple[tuple[str, int], ...]:
+    """``[[method, k], ...]`` as pairs (entries of another shape left out)."""
+    out = []
+    for item in data if isinstance(data, list) else []:
+        if isinstance(item, list) and len(item) == 2 and as_int(item[1]) is not None:
+            out.append((str(item[0]), int(item[1])))
+    return tuple(out)
+
+
+def as_ints(data: Any) -> tuple[int, ...]:
+    return tuple(int(k) for k in data if as_int(k) is not None) if isinstance(data, list) else ()
+
+
+def as_counts(data: Any) -> dict[str, int]:
+    """``{key: int}``, entries that are not integers left out."""
+    return {str(k): v for k, v in as_map(data).items() if as_int(v) is not None}
+
+
+_SCALARS: dict[str, Reader] = {
+    "float | None": as_float,
+    "int | None": as_int,
+    "str | None": as_str,
+    "bool | None": as_bool,
+    "tuple[str, ...]": as_strs,
+    "tuple[int, ...]": as_ints,
+    "tuple[tuple[str, int], ...]": as_configs,
+    "dict[str, int]": as_counts,
+    "dict[str, int | None]": lambda d: {str(k): as_int(v) for k, v in as_map(d).items()},
+    "dict[str, float | None]": lambda d: {str(k): as_float(v) for k, v in as_map(d).items()},
+}
+
+# --- the generic reader ---------------------------------------------------------------------
+
+_PARSED: dict[str, Any] = {}  # class name -> class (Figure or Section)
+
+
+class Parsed:
+    """A dataclass read from a JSON object by :func:`read`; its name can stand in
+    another's annotation (``Rate | None``, ``dict[str, Rate]``, ``tuple[Rate, ...]``),
+    which then reads it with its ``parse``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _PARSED[cls.__name__] = cls
+
+
+class Figure(Parsed):
+    """A figure with its interval, or a block that may be missing: None when the
+    object is missing or empty."""
+
+    @classmethod
+    def parse(cls, data: Any) -> Self | None:
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return read(cls, data)
+
+
+class Section(Parsed):
+    """A section that is always there (empty when the file lacks it)."""
+
+    @classmethod
+    def parse(cls, data: Any) -> Self:
+        return read(cls, data)
+
+
+def _reader(annotation: str) -> Reader:
+    """The reader of a field declared as ``annotation`` (the annotation's text)."""
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    name = annotation.removesuffix(" | None")
+    if name in _PARSED:
+        parse: Reader = _PARSED[name].parse
+        return parse
+    if annotation.startswith("dict[str, ") and annotation.endswith("]"):
+        inner = _reader(annotation[len("dict[str, ") : -1])
+        # entries that do not read (a Figure that is not there) are left out
+        return lambda d: {
+            str(k): value for k, v in as_map(d).items() if (value := inner(v)) is not None
+        }
+    if annotation.startswith("tuple[") and annotation.endswith(", ...]"):
+        item = _reader(annotation[len("tuple[") : -len(", ...]")])
+        return lambda d: tuple(item(x) for x in d) if isinstance(d, list) else ()
+    raise TypeError(f"no reader for a summary field of type {annotation}")
+
+
+def read(cls: type[T], data: Any, **given: Any) -> T:
+    """``cls`` from the JSON object ``data``: ``given`` fields as they are, every other
+    field read from its key with the reader of its annotation."""
+    d = as_map(data)
+    values = dict(given)
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in values and f.init:
+            values[f.name] = _reader(str(f.type))(d.get(f.metadata.get("key", f.name)))
+    return cls(**values)
+
+
+def renamed(key: str) -> Any:
+    """A field (default None) read from ``key`` rather than its own name (``class``)."""
+    return dataclasses.field(default=None, metadata={"key": key})

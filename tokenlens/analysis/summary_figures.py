@@ -1,0 +1,248 @@
+"""The figures of summary.json as typed objects: a value with its interval, a rate, a
+share, a split of the gap, the check and power of a verdict, a domain's gap, and the
+tables of JA − EN differences per class that the declared breakdowns are made of.
+
+They are the leaves that :mod:`tokenlens.analysis.summary_file`'s sections hold, and
+what :mod:`tokenlens.format` prints (it reads them by attribute as it reads dicts by
+key). Each field is read from its key by its annotation
+(:mod:`tokenlens.analysis.summary_fields`); a figure a file lacks is ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenlens.analysis.summary_fields import Figure, Section, as_str, read, renamed
+
+
+@dataclass(frozen=True)
+class Estimate(Figure):
+    """A figure with its interval (a gap, a part of the split, tokens per step).
+    ``value`` is None with a ``not_estimable`` reason when the data cannot support it;
+    ``no_interval`` says why a value has no interval; ``p_adjusted`` is the Holm p of an
+    exploratory comparison."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    not_estimable: str | None = None
+    no_interval: str | None = None
+    p_adjusted: float | None = None
+
+
+@dataclass(frozen=True)
+class Rate(Figure):
+    """An acceptance rate with its interval: ``accepted`` of ``n`` rows from
+    ``requests`` prompts; ``sparse`` when fewer rows than min_count."""
+
+    rate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    accepted: int | None = None
+    requests: int | None = None
+    sparse: bool | None = None
+    not_estimable: str | None = None
+
+
+def rates(data: Any) -> dict[str, Rate]:
+    """``{lang: Rate}`` (or ``{group: Rate}``), entries that are not rates left out."""
+    out = {}
+    for key, value in (data if isinstance(data, Mapping) else {}).items():
+        rate = Rate.parse(value)
+        if rate is not None:
+            out[str(key)] = rate
+    return out
+
+
+@dataclass(frozen=True)
+class Support(Figure):
+    """Share of each language's judged rows in the classes both languages fill."""
+
+    share_ja: float | None = None
+    share_en: float | None = None
+
+
+@dataclass(frozen=True)
+class Split(Figure):
+    """gap = composition + within + out_of_support, by one column; the whole split is
+    ``not_estimable`` (why) when too little of the data lies in shared classes."""
+
+    column: str | None = None
+    gap: Estimate | None = None
+    composition: Estimate | None = None
+    within: Estimate | None = None
+    out_of_support: Estimate | None = None
+    support: Support | None = None
+    not_estimable: str | None = None
+
+    PARTS = ("composition", "within", "out_of_support")
+
+    def part(self, name: str) -> Estimate | None:
+        """``gap``, ``composition``, ``within`` or ``out_of_support`` by name."""
+        value = getattr(self, name)
+        return value if isinstance(value, Estimate) else None
+
+
+@dataclass(frozen=True)
+class Contrast(Figure):
+    """H2's contrast: the within-confidence gap, trained minus training-free."""
+
+    difference: Estimate | None = None
+    within_trained: Estimate | None = None
+    within_training_free: Estimate | None = None
+
+
+@dataclass(frozen=True)
+class Check(Figure):
+    """The second interval a verdict reads, and how the rule read it."""
+
+    name: str | None = None
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    not_estimable: str | None = None
+    reading: str | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
+
+
+@dataclass(frozen=True)
+class Power(Figure):
+    """The minimum detectable effect and the prompts per language an effect of each
+    size (the key, as written: ``"0.05"``) needs; ``rule`` says what it models (H2:
+    the whole conjunction), ``power_at`` the power at each size now."""
+
+    mde: float | None = None
+    prompts_needed: dict[str, int | None] = field(default_factory=dict)
+    rule: str | None = None
+    power_at: dict[str, float | None] = field(default_factory=dict)
+    mde_effect_alone: float | None = None
+
+
+@dataclass(frozen=True)
+class Reading(Figure):
+    """One figure of a sensitivity entry: its value and the interval the rule read."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
+    not_estimable: str | None = None
+
+
+@dataclass(frozen=True)
+class Difference(Figure):
+    """A JA − EN difference of one class: 95% interval, p, Holm p and the Bonferroni
+    (simultaneous) interval within its family of comparisons."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    p: float | None = None
+    p_holm: float | None = None
+    adjusted_low: float | None = None
+    adjusted_high: float | None = None
+
+
+@dataclass(frozen=True)
+class Share(Figure):
+    """A share of rejections (``count`` of ``n``) with its interval."""
+
+    share: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class DomainGap(Section):
+    """The judged gap of one domain: 95% interval, the decision and the
+    Bonferroni-adjusted decision interval, and the reading against −δ on the latter."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    pairs: int | None = None
+    rate_ja: float | None = None
+    rate_en: float | None = None
+    adjusted_low: float | None = None
+    adjusted_high: float | None = None
+    reading: str | None = None
+    not_estimable: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> DomainGap:
+        d = data if isinstance(data, Mapping) else {}
+        return read(cls, d, not_estimable=as_str(d.get("not_estimable") or d.get("no_interval")))
+
+
+@dataclass(frozen=True)
+class Heterogeneity(Figure):
+    """Whether the gap differs between domains: a permutation test of the domain labels
+    over prompt pairs (``spread`` against ``chance_spread``)."""
+
+    test: str | None = None
+    statistic: str | None = None
+    why: str | None = None
+    p: float | None = None
+    spread: float | None = None
+    chance_spread: float | None = None
+    permutations: int | None = None
+    domains: int | None = None
+    pairs: int | None = None
+    not_estimable: str | None = None
+
+
+# --- the declared class breakdowns: JA − EN differences per class ----------------------
+
+
+@dataclass(frozen=True)
+class ClassEntry(Section):
+    """One class of a declared breakdown: ``status`` is ``compared``, ``only_ja``,
+    ``only_en`` (one language fills it: not compared) or ``sparse``."""
+
+    cls: str | None = renamed("class")
+    status: str | None = None
+    rows_ja: int | None = None
+    rows_en: int | None = None
+    prompts_ja: int | None = None
+    prompts_en: int | None = None
+    rate_ja: Rate | None = None
+    rate_en: Rate | None = None
+    difference: Difference | None = None
+
+
+@dataclass(frozen=True)
+class ClassTable(Section):
+    """One family of comparisons: a drafter family x a breakdown."""
+
+    column: str | None = None
+    comparisons: int | None = None
+    adjusted_level: float | None = None
+    classes: tuple[ClassEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClassFamily(Section):
+    runs: tuple[str, ...] = ()
+    ks: tuple[int, ...] = ()
+    by: dict[str, ClassTable] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Classes(Figure):
+    """The declared class breakdowns as JA − EN differences, per drafter family."""
+
+    adjustment: str | None = None
+    level: float | None = None
+    family_of_comparisons: str | None = None
+    families: dict[str, ClassFamily] = field(default_factory=dict)

@@ -1,0 +1,279 @@
+"""FINDINGS.md's Japanese − English gap: its split into shared composition, shared
+within and out of support, the differences within classes, rejections by kind and
+the gap per domain (the context of ``templates/findings.md``).
+
+Each drafter family is read on its own: pooling them would turn each method's share
+of rows into composition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenlens import format as fmt
+from tokenlens.analysis.summary_figures import DomainGap, Heterogeneity, Split, Support
+from tokenlens.analysis.summary_file import Family, Summary
+from tokenlens.analysis.tables import COLUMN_WORDS
+from tokenlens.analysis.wording import runs_phrase
+from tokenlens.report.findings_runs import family_words
+
+PARTS = (
+    ("composition", "shared composition"),
+    ("within", "shared within"),
+    ("out_of_support", "out of support"),
+)
+# (decomposition column, what it splits by)
+DECOMPOSITIONS: tuple[tuple[str, str], ...] = (
+    ("script", "script"),
+    ("boundary", "morpheme boundary"),
+    ("particle_type", "particle type"),
+    ("rank_bucket", "BPE rank"),
+)
+TOP_CLASSES = 8  # exploratory classes shown (the rest are in summary.json)
+REJECTION_KINDS = ("split", "text", "draft_partial", "emitted_partial")
+
+
+def short_gaps(s: Summary) -> list[dict[str, str]]:
+    """ "In short": each family's judged gap, and its split by the target's confidence."""
+    return [
+        {
+            "family": family_words(name),
+            "configurations": fmt.md(runs_phrase(family.configurations)),
+            "gap": fmt.interval(family.gap_judged, "pp"),
+            "confidence": ""
+            if family.confidence is None
+            else ", ".join(
+                f"{label} {fmt.interval(family.confidence.part(part), 'pp')}"
+                for part, label in PARTS
+            ),
+        }
+        for name, family in s.families.items()
+        if family.gap_judged is not None
+    ]
+
+
+def gap(s: Summary) -> dict[str, Any] | None:
+    """The gap and its splits: by the target's confidence per family, and by each
+    decomposition of the pooled family (None: no Japanese and English runs)."""
+    if s.gap is None and not s.families:
+        return None
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for name, family in s.families.items():
+        if family.confidence is not None:
+            label = f"target's confidence, {family_words(name)}"
+            rows.append(_split_row(label, family.confidence, notes))
+    pooled = None
+    g = s.gap
+    if g is not None:
+        name = family_words(g.family)
+        fam = s.families.get(str(g.family)) or Family(name=str(g.family))
+        pooled = {
+            "family": name,
+            "overall": fmt.interval(g.overall, "pp"),
+            "overall_n": fmt.md(fmt.or_missing(g.overall.n if g.overall else None)),
+            "configurations": fmt.md(runs_phrase(fam.configurations)) if len(fam.ks) > 1 else "",
+            "judged": fmt.interval(g.judged, "pp"),
+            "judged_n": fmt.md(fmt.or_missing(g.judged.n if g.judged else None)),
+            "relative": fmt.interval(g.relative_judged, "pct"),
+            "h2_contrast": None
+            if s.h2_contrast is None
+            else fmt.interval(s.h2_contrast.difference, "pp"),
+        }
+        for column, label in DECOMPOSITIONS:
+            if column in g.decomposition:
+                rows.append(_split_row(f"{label}, {name}", g.decomposition[column], notes))
+    return {"pooled": pooled, "rows": rows, "notes": notes}
+
+
+def _split_row(label: str, split: Split, notes: list[str]) -> list[str]:
+    """One row of the split table; a split the data cannot support gets a numbered note
+    with the reason instead of three copies of it."""
+    support = split.support or Support()
+    if split.not_estimable:
+        notes.append(f"{label}: {fmt.md(split.not_estimable)}")
+        parts = [f"not estimable ({len(notes)})"] * len(PARTS)
+    else:
+        parts = [fmt.interval(split.part(part), "pp") for part, _ in PARTS]
+    return [
+        label,
+        fmt.md(fmt.or_missing(split.gap.n if split.gap is not None else None)),
+        fmt.interval(split.gap, "pp"),
+        *parts,
+        fmt.num(1.0 - support.share_ja, "share") if support.share_ja is not None else fmt.MISSING,
+        fmt.num(1.0 - support.share_en, "share") if support.share_en is not None else fmt.MISSING,
+    ]
+
+
+def classes(s: Summary) -> list[list[str]] | None:
+    """The declared class breakdowns as JA − EN differences, per family: the compared
+    classes whose Holm-adjusted p is below 5%, and what could not be compared (None:
+    the summary has none)."""
+    if s.classes is None or not s.classes.families:
+        return None
+    rows = []
+    for name, fam in s.classes.families.items():
+        for column, table in fam.by.items():
+            found = [
+                c
+                for c in table.classes
+                if c.difference is not None
+                and c.difference.p_holm is not None
+                and c.difference.p_holm < 0.05
+            ]
+            one = [c for c in table.classes if c.status in ("only_ja", "only_en")]
+            detail = (
+                ", ".join(
+                    f"{f'p{c.cls}' if column == 'position' else fmt.code(c.cls, table=True)} "
+                    f"{fmt.interval(c.difference, 'pp')} (Holm p "
+                    f"{fmt.num(c.difference.p_holm if c.difference else None, 'rate')})"
+                    for c in found
+                )
+                or "no class"
+            )
+            rows.append(
+                [
+                    family_words(name),
+                    fmt.md(COLUMN_WORDS.get(column, column)),
+                    fmt.md(fmt.or_missing(table.comparisons)),
+                    detail,
+                    fmt.md(len(one)),
+                ]
+            )
+    return rows
+
+
+def explore(s: Summary) -> dict[str, Any] | None:
+    """The exploratory search's largest differences (None: no search in the summary)."""
+    found = s.gap.explore if s.gap is not None else None
+    if found is None or not found.classes:
+        return None
+    shown = found.classes[:TOP_CLASSES]
+    return {
+        "shown": len(shown),
+        "comparisons": fmt.md(found.comparisons),
+        "more": len(found.classes) - len(shown),
+        "level": fmt.num(found.level, "rate"),
+        "rows": [
+            [
+                family_words(c.family),
+                fmt.md(c.by),
+                fmt.md(c.cls),
+                fmt.md(c.rows_ja),
+                fmt.md(c.rows_en),
+                fmt.num(c.rate_ja, "rate"),
+                fmt.num(c.rate_en, "rate"),
+                fmt.interval(c.difference, "pp"),
+                fmt.num(c.difference.p_adjusted if c.difference else None, "rate"),
+            ]
+            for c in shown
+        ],
+    }
+
+
+def short_rejections(s: Summary) -> list[dict[str, str]]:
+    """ "In short": the split share per language where both languages have one."""
+    lines = []
+    for name, fam in s.rejections.items():
+        split = fam.shares.get("split") or {}
+        if all(lang in split for lang in fmt.LANG_ORDER):
+            lines.append(
+                {
+                    "family": family_words(name),
+                    "shares": ", ".join(
+                        f"{fmt.lang_name(lang)} {fmt.interval(split[lang], 'share', 'share')}"
+                        for lang in fmt.LANG_ORDER
+                    ),
+                    "gap": fmt.interval(fam.split_gap, "pp"),
+                }
+            )
+    return lines
+
+
+def rejections(s: Summary) -> dict[str, Any]:
+    """Rejections by kind per family and language, and each family's split-share gap."""
+    rows = []
+    for name, fam in s.rejections.items():
+        for lang in fmt.lang_order(fam.rejections):
+            rows.append(
+                [
+                    family_words(name),
+                    fmt.lang_name(lang),
+                    fmt.md(fam.rejections.get(lang)),
+                    *(
+                        fmt.interval(fam.shares.get(kind, {}).get(lang), "share", "share")
+                        for kind in REJECTION_KINDS
+                    ),
+                    fmt.md(fam.unknown.get(lang, 0)),
+                ]
+            )
+    gaps = [
+        (family_words(name), fmt.interval(fam.split_gap, "pp"))
+        for name, fam in s.rejections.items()
+    ]
+    return {"rows": rows, "gaps": gaps}
+
+
+def short_domains(s: Summary) -> list[dict[str, Any]]:
+    """ "In short": the domains that depart from the pooled reading or do not share it,
+    and the families whose domains differ (permutation p below 5%)."""
+    lines = []
+    for name, fam in s.domains.items():
+        for kind, names in (("departs", fam.departures), ("concern", fam.concerns)):
+            for domain in names:
+                lines.append(
+                    {
+                        "kind": kind,
+                        "family": family_words(name),
+                        "pooled": fmt.md(fam.pooled_reading),
+                        **_domain(fam.domains[domain], fmt.md(domain)),
+                    }
+                )
+        het = fam.heterogeneity
+        if het is not None and het.p is not None and het.p < 0.05:
+            lines.append({"kind": "differ", "family": family_words(name), **_spread(het)})
+    return lines
+
+
+def domains(s: Summary) -> list[dict[str, Any]]:
+    """Per family: the gap per domain with its adjusted decision interval and reading,
+    and the heterogeneity test."""
+    sections = []
+    for name, fam in s.domains.items():
+        het = fam.heterogeneity
+        sections.append(
+            {
+                "family": family_words(name),
+                "rows": [
+                    [d["domain"], d["pairs"], d["gap"], f"{d['low']} to {d['high']}", d["reading"]]
+                    for d in (_domain(g, fmt.md(domain)) for domain, g in fam.domains.items())
+                ],
+                "heterogeneity": None
+                if het is None
+                else {
+                    "not_estimable": fmt.md(het.not_estimable) if het.not_estimable else "",
+                    "permutations": fmt.md(het.permutations),
+                    **_spread(het),
+                },
+            }
+        )
+    return sections
+
+
+def _domain(g: DomainGap, domain: str) -> dict[str, str]:
+    return {
+        "domain": domain,
+        "pairs": fmt.md(g.pairs),
+        "gap": fmt.interval(g, "pp"),
+        "low": fmt.num(g.adjusted_low, "pp"),
+        "high": fmt.qty(g.adjusted_high, "pp"),
+        "reading": fmt.md(g.reading),
+    }
+
+
+def _spread(het: Heterogeneity) -> dict[str, str]:
+    return {
+        "spread": fmt.qty(het.spread, "pp").lstrip("+"),
+        "chance": fmt.qty(het.chance_spread, "pp").lstrip("+"),
+        "p": fmt.num(het.p, "rate"),
+    }

@@ -1,0 +1,154 @@
+"""FINDINGS.md's verdicts: H1 and H2 with the effect, the check, the power and the
+sensitivity each was read with, and how many prompts a verdict needs (the context of
+``templates/findings.md``).
+
+:func:`sensitivity_words` is also the HTML report's sentence (one wording for both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenlens.analysis.summary_figures import Check
+from tokenlens.analysis.summary_file import Hypothesis, Summary
+from tokenlens.format import (
+    HYPOTHESES,
+    VERDICT_WORDS,
+    code,
+    decision_prose,
+    interval,
+    md,
+    num,
+    or_missing,
+    qty,
+)
+from tokenlens.format import finite as _finite
+from tokenlens.report.findings_runs import family_words
+
+RULE_WORDS = {
+    "yes": "yes: the whole decision interval lies below −δ",
+    "no": "no: the whole decision interval lies above −δ",
+    "unsure": "unsure: the decision interval reaches across −δ",
+    "n/a": "no reading: the figure or its interval is missing",
+}
+
+
+def verdicts(s: Summary) -> dict[str, Any]:
+    """The rules' settings and one entry per hypothesis (its verdict and what it read)."""
+    alpha = s.settings.alpha
+    return {
+        "delta": num(_finite(s.settings.delta), "pp").lstrip("+"),
+        "min_prompts": md(or_missing(s.settings.min_prompts)),
+        # None: a summary written before decision intervals (read on the 95% interval)
+        "decision_level": None if alpha is None else f"{100 * (1 - 2 * alpha):g}",
+        "alpha": None if alpha is None else f"{100 * alpha:g}",
+        "rules": code("rules:" + s.settings.rules_hash) if s.settings.rules_hash else "",
+        "hypotheses": [_hypothesis(s, key, name) for key, name in HYPOTHESES.items()],
+        "prompts_needed": prompts_needed(s),
+    }
+
+
+def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
+    h = s.hypotheses.get(key) or Hypothesis()
+    verdict = "inconclusive" if h.verdict is None else h.verdict
+    power = None
+    if h.power is not None and h.power.mde is not None:
+        power = {
+            "mde": qty(-float(h.power.mde), "pp"),
+            "rule": md(h.power.rule) if h.power.rule else "",
+            "at": "; ".join(
+                f"a {qty(-float(size), 'pp')} effect is found {num(value, 'share')} of the time"
+                for size, value in h.power.power_at.items()
+                if value is not None
+            ),
+        }
+    return {
+        "key": key,
+        "name": name,
+        "words": md(VERDICT_WORDS.get(verdict, verdict)),
+        "statement": md(h.statement) if h.statement and verdict != "insufficient_data" else "",
+        "effect": None
+        if not h.estimand
+        else {
+            "estimand": md(h.estimand),
+            "family": family_words(h.family),
+            "figure": _read(s, h, h.reading),
+        },
+        "check": None
+        if h.check is None
+        else {"name": md(h.check.name), "figure": _read(s, h.check, h.check.reading)},
+        "power": power,
+        "sensitivity": sensitivity_words(h),
+        "evidence": md(or_missing(h.evidence)),
+        "caveat": md(h.caveat) if h.caveat else "",
+    }
+
+
+def _read(s: Summary, fig: Hypothesis | Check, reading: str | None) -> str:
+    """``-6.2 pp [-7.9, -4.6] (90% decision interval: -7.6 to -4.8 pp) → yes: …``: the
+    figure, the interval the rule read, and how the rule read it against −δ."""
+    stat = fig.effect_estimate if isinstance(fig, Hypothesis) else fig
+    text = interval(stat, "pp")
+    decision = decision_prose(fig.decision_low, fig.decision_high, s.settings.decision_level)
+    if decision:
+        text += f" ({decision})"
+    if reading is not None:
+        text += f" → {RULE_WORDS.get(str(reading), md(reading))}"
+    return text
+
+
+def sensitivity_words(h: Hypothesis) -> str:
+    """How the verdict moves: the δ where it flips, on vLLM's all-draft-token gap, per
+    k, and under the first rules' 95% reading (the rule changed after calibration)."""
+    sens = h.sensitivity
+    if sens is None or sens.not_computed:
+        return ""
+    parts = []
+    for side, word in ((sens.flip_below, "below"), (sens.flip_above, "above")):
+        if side is not None:
+            parts.append(f"δ {word} {100 * side[0]:.2f} pp: {_words(side[1])}")
+    if not parts:
+        parts.append("any δ up to 50 pp: the same")
+    text = "it would read, at " + "; at ".join(parts)
+    text += f"; on vLLM's all-draft-token gap: {_words(sens.all_tokens)}"
+    if sens.per_k:
+        per = ", ".join(f"k = {k}: {_words(e.verdict)}" for k, e in sens.per_k.items())
+        text += f"; each k alone: {per}"
+    changed = sens.previous is not None and sens.previous != h.verdict
+    text += f"; under the first rules' 95% reading: {_words(sens.previous)}" + (
+        f", not {_words(h.verdict)}: the rules were changed to the 90% decision interval "
+        "after the test bed's power was seen, and that change decides this verdict."
+        if changed
+        else " (the rules were changed to the 90% decision interval after the test bed's "
+        "power was seen; this verdict does not depend on it)."
+    )
+    return text
+
+
+def _words(verdict: str | None) -> str:
+    return md(VERDICT_WORDS.get(str(verdict), str(verdict)))
+
+
+def prompts_needed(s: Summary) -> dict[str, Any] | None:
+    """How many prompts a verdict needs: the rule's minimum when this study has fewer,
+    and the prompts per language that 80% power needs at the measured variability
+    (None: neither applies)."""
+    minimum = s.settings.min_prompts
+    have = min(s.prompts.values()) if s.prompts else None
+    parts = []
+    for key in HYPOTHESES:
+        h = s.hypotheses.get(key)
+        needed = h.power.prompts_needed if h is not None and h.power is not None else {}
+        sizes = [
+            f"{num(float(size), 'pp').lstrip('+')} pp: ~{md(n)}" for size, n in needed.items() if n
+        ]
+        if sizes:
+            parts.append(f"{key} effect of " + ", ".join(sizes))
+    short = have is not None and minimum is not None and have < minimum
+    if not parts and not short:
+        return None
+    return {
+        "have": md(have) if short else "",
+        "minimum": md(minimum),
+        "power": "; ".join(parts),
+    }
