@@ -248,12 +248,26 @@ def test_replayed_runs_say_what_they_are(study: Study) -> None:
 def test_the_analysis_counts_the_replayed_runs_drafts(study: Study) -> None:
     summary = study.finished.analysis.summary
     langs = {p["id"]: p["lang"] for p in PROMPTS}
-    drafts: Counter[str] = Counter()
+    # Each replayed run's figures count its own draft tokens; the top-level section
+    # counts those of the runs in its scope (one drafter family, never two pooled).
+    per_run: dict[str, Counter[str]] = {}
     for path in study.replay.runs:
         run = read_run(path)
         assert run.events is not None
-        drafts.update(langs[e["request_id"]] for e in run.events.to_pylist())
-    assert {lang: summary["acceptance"][lang]["n"] for lang in ("ja", "en")} == drafts
+        per_run[Path(path).resolve().name] = Counter(
+            langs[e["request_id"]] for e in run.events.to_pylist()
+        )
+    by_name = {Path(r["path"]).resolve().name: r for r in summary["runs"]}
+    assert set(by_name) == set(per_run)
+    for name, drafts in per_run.items():
+        n = {lang: by_name[name]["acceptance"][lang]["n"] for lang in ("ja", "en")}
+        assert n == drafts, name
+    scoped: Counter[str] = Counter()
+    for label in summary["scope"]["runs"]:
+        run_entry = next(r for r in summary["runs"] if r["label"] == label)
+        scoped.update(per_run[Path(run_entry["path"]).resolve().name])
+    assert {lang: summary["acceptance"][lang]["n"] for lang in ("ja", "en")} == scoped
+    assert len(summary["scope"]["runs"]) < len(per_run)  # two families: one in scope
     # Four prompts are far below what the verdict rules need: no verdict, and it says so.
     findings = study.finished.findings.read_text(encoding="utf-8")
     index = study.finished.index.read_text(encoding="utf-8")

@@ -191,3 +191,29 @@ def test_a_too_long_prompt_starts_no_engine(
     with pytest.raises(TokenlensError, match="max_model_len 30"):
         run_trace(cfg, start=fake_vllm)
     assert fake_vllm.made == 0 and not cfg.out.exists()
+
+
+def test_a_served_trace_waits_for_the_servers_last_step(tmp_path: Path) -> None:
+    """A served engine is never closed, so its plugin's writer (waking every 50 ms) may
+    still hold the last step when the last response arrives: the trace waits until the
+    step files stop growing before it reads them."""
+    import threading
+    import time
+
+    from tokenlens.trace.run import settle_capture
+
+    steps = tmp_path / "steps-host-1.jsonl"
+    steps.write_text("", encoding="utf-8")
+
+    def late_writer() -> None:
+        for i in range(6):
+            time.sleep(0.05)
+            with steps.open("a", encoding="utf-8") as fh:
+                fh.write(f'{{"step": {i}}}\n')
+
+    writer = threading.Thread(target=late_writer)
+    writer.start()
+    settle_capture(tmp_path, quiet=0.5, limit=10.0)
+    lines = steps.read_text(encoding="utf-8").splitlines()
+    writer.join()
+    assert len(lines) == 6
