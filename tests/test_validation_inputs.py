@@ -181,9 +181,10 @@ def test_surrogate_inside_messages_is_named(tmp_path: Path) -> None:
 
 @needs("transformers")
 def test_too_long_prompt_is_refused_before_the_engine_starts(
-    tiny_cache: Path, tmp_path: Path
+    tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Measured with the target's tokenizer (the tiny model's: Qwen2.5's, no weights)."""
+    monkeypatch.setattr("tokenlens.trace.run.installed_vllm", lambda: "0.32.0")  # no engine
     long = {"id": "long-one", "lang": "en", "text": "tokens " * 400}
     path = write_prompts(tmp_path / "p.jsonl", [EN, long])
     out = tmp_path / "run"

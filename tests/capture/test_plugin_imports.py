@@ -2,7 +2,7 @@
 
 vLLM imports ``tokenlens.capture.plugin`` (a ``vllm.general_plugins`` entry point) in
 the engine core and every worker. It may pull in only plain standard-library modules
-of tokenlens (the recorder, the surface check, the tiers, the engine's plain data
+of tokenlens (the recorder, the step records, the surface check, the tiers, the engine's plain data
 modules), never pandas, pyarrow, numpy or the analysis: checked in a fresh interpreter
 after every move of code between modules.
 """
@@ -21,6 +21,7 @@ ALLOWED = {
     "tokenlens.capture.plugin",
     "tokenlens.capture.recorder",
     "tokenlens.capture.source_ast",
+    "tokenlens.capture.step_records",
     "tokenlens.capture.surface",
     "tokenlens.capture.tiers",
     "tokenlens.engine",

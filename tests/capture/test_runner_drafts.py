@@ -4,7 +4,7 @@ Model Runner V2 cannot run on the CPU build, so the runner is vLLM's real
 ``GPUModelRunner`` class (installed 0.32) with the hook wrapped around a stand-in
 ``prepare_inputs`` that returns a real ``InputBatch`` and keeps V2's request state (a
 ``draft_tokens`` row per request, ``prompt_len``, ``total_len``) in torch tensors. The
-scheduler is vLLM's real ``Scheduler`` / ``AsyncScheduler`` (tests/capture/conftest.py)
+scheduler is vLLM's real ``Scheduler`` / ``AsyncScheduler`` (tokenlens/testing/scheduler.py)
 and sees what V2 gives it: ``[-1] * k``, with async scheduling on and off.
 """
 
@@ -29,7 +29,7 @@ from tokenlens.capture.summary import draft_id_summary
 pytest.importorskip("vllm", reason="the vLLM CPU build is part of the test environment")
 torch = pytest.importorskip("torch")
 
-K = 3  # the harness's num_speculative_tokens (tests/capture/conftest.py)
+K = 3  # the harness's num_speculative_tokens (tokenlens/testing/scheduler.py)
 MAX_REQS = 16
 
 

@@ -21,7 +21,7 @@ from tokenlens.capture.reconcile import reconcile, reconcile_per_request
 pytestmark = pytest.mark.vllm  # vLLM's real Scheduler (imported, no engine)
 pytest.importorskip("vllm", reason="the vLLM CPU build is part of the test environment")
 
-K = 3  # the harness's num_speculative_tokens (tests/capture/conftest.py)
+K = 3  # the harness's num_speculative_tokens (tokenlens/testing/scheduler.py)
 A = "a-0123abcd"  # engine ids carry an 8-hex suffix; events use the id without it
 
 

@@ -175,6 +175,7 @@ def test_a_refused_vllm_is_one_line_naming_the_missing_piece(
         None,
     )
     monkeypatch.setattr(tiers, "installed_tier", lambda: (report, tiers.tier_for("9.9.9", report)))
+    monkeypatch.setattr("tokenlens.trace.run.installed_vllm", lambda: "9.9.9")
     prompts = write_prompts(tmp_path / "p.jsonl", [{"id": "a", "lang": "en", "text": "hi"}])
     out = tmp_path / "run"
     status, _, err = cli(["trace", "--prompts", str(prompts), "--out", str(out)])

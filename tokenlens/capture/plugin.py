@@ -39,7 +39,6 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import itertools
 import logging
 import os
 import textwrap
@@ -50,6 +49,7 @@ from typing import Any
 
 from tokenlens.capture.recorder import StepRecorder, write_status
 from tokenlens.capture.source_ast import calls_super, stats_calls
+from tokenlens.capture.step_records import StepSnapshot, copy_ids, copy_rows
 from tokenlens.capture.surface import (
     HOOKED,
     STATS_PARAMS,
@@ -261,7 +261,7 @@ class _Hook:
         self.failed: str | None = None
         self.seen_scheduler = False
         # request id -> record of the step in progress (None outside update_from_output)
-        self.step: dict[str, dict[str, Any]] | None = None
+        self.step: StepSnapshot | None = None
         self.drafts: dict[str, Any] = {}
         # Self-timing: hook seconds and wall seconds since the last written line.
         self.hook_s = 0.0
@@ -378,68 +378,66 @@ class _Hook:
 
     # -- the three moments of a step ------------------------------------------------
     def _begin(self, sched: Any, scheduler_output: Any, model_runner_output: Any) -> None:
-        """Before vLLM appends anything: where each request's new tokens will land."""
+        """Before vLLM appends anything: where each request's new tokens will land.
+
+        Columns, one comprehension each (the records are made on the writer thread:
+        :mod:`tokenlens.capture.step_records`).
+        """
         if not self.seen_scheduler:
             self.seen_scheduler = True
             self._status("recording", sched)
+        step = StepSnapshot()
         sampled = model_runner_output.sampled_token_ids
-        step: dict[str, dict[str, Any]] = {}
         if sampled is not None and len(sampled):
-            requests = sched.requests
-            pairs: Any = (
-                zip(model_runner_output.req_ids, itertools.count())
-                if self.by_position
-                else model_runner_output.req_id_to_index.items()
-            )
-            for req_id, index in pairs:
-                request = requests.get(req_id)
-                if request is None or index >= len(sampled):
-                    continue
-                generated = sampled[index]
-                if generated is None or not len(generated):
-                    continue
-                step[req_id] = {
-                    "r": req_id,
-                    "b": len(request.output_token_ids),
-                    "g": _ints(generated),
-                    "_req": request,
-                }
+            if self.by_position:
+                ids = list(model_runner_output.req_ids[: len(sampled)])
+                rows = sampled[: len(ids)]
+            else:
+                pairs = [
+                    (rid, i)
+                    for rid, i in model_runner_output.req_id_to_index.items()
+                    if i < len(sampled)
+                ]
+                ids = [rid for rid, _ in pairs]
+                rows = [sampled[i] for _, i in pairs]
+            get = sched.requests.get
+            step.ids = ids
+            step.requests = requests = [get(rid) for rid in ids]
+            step.before = [-1 if q is None else len(q.output_token_ids) for q in requests]
+            step.sampled = copy_rows(rows)
         self.step = step
         self.drafts = scheduler_output.scheduled_spec_decode_tokens
 
     def _spec(self, args: dict[str, Any]) -> None:
-        """vLLM is counting one verification step of one request: record its drafts."""
+        """vLLM is counting one verification step of one request: note its drafts."""
         assert self.step is not None
         req_id = args["request_id"]
         drafts = self.drafts.get(req_id)
-        invalid = args["num_invalid_spec_tokens"] or {}
-        record = self.step.get(req_id)
-        if record is None:  # counted by vLLM with no sampled tokens (no sampler step)
-            record = self.step[req_id] = {"r": req_id, "b": None, "g": [], "_req": None}
-        record["d"] = _ints(drafts) if drafts is not None else []
-        record["a"] = int(args["num_accepted_tokens"])
-        record["i"] = int(invalid.get(req_id, 0))
+        self.step.spec[req_id] = (
+            [] if drafts is None else copy_ids(drafts),
+            args["num_accepted_tokens"],
+            args["num_invalid_spec_tokens"],
+        )
 
     def _end(self, sched: Any) -> None:
         """After vLLM appended: how many of the sampled tokens survived stop checks."""
-        assert self.step is not None
-        records = []
-        for record in self.step.values():
-            request = record.pop("_req")
-            if request is not None and record["b"] is not None:
-                record["n"] = len(request.output_token_ids) - record["b"]
-            else:
-                record["n"] = 0
-            if record["n"] > 1 and "d" not in record:
-                self._fail(
-                    f"request {record['r']} gained {record['n']} tokens in one step but vLLM's "
-                    "make_spec_decoding_stats was never reached: the hook cannot see its drafts"
-                )
-            if record["n"] or "d" in record:
-                records.append(record)
+        step = self.step
+        assert step is not None
+        step.after = [-1 if q is None else len(q.output_token_ids) for q in step.requests]
+        kept = step.kept()
+        spec = step.spec
+        if len(spec) < len(kept):  # a request that gained tokens vLLM did not count?
+            for rid, n in zip(step.ids, kept, strict=True):
+                if n > 1 and rid not in spec:
+                    self._fail(
+                        f"request {rid} gained {n} tokens in one step but vLLM's "
+                        "make_spec_decoding_stats was never reached: the hook cannot see "
+                        "its drafts"
+                    )
+                    break
         if self.recorder.error is not None:
             self._fail(f"the step writer stopped: {self.recorder.error}")
-        if records:
+        if spec or any(kept):
             now = time.perf_counter()
             wall = now - self.mark
             # The hook's time since the last line; this _end and its write count in the next.
@@ -447,24 +445,10 @@ class _Hook:
             if self.first_line:  # the first interval runs from install, not from a step
                 timing["w"] = None
                 self.first_line = False
-            self.recorder.write_step(records, timing)
+            step.requests = []  # vLLM's objects are not for the writer thread
+            self.recorder.write_lazy(step.records, timing)
             self.mark = now
             self.hook_s = 0.0
-
-
-def _ints(values: Any) -> list[Any]:
-    """A copy of token ids from a list or a numpy array (vLLM has used both).
-
-    Cheap on the scheduler's thread: a list is copied as it is (vLLM may shorten its
-    own list after a stop) and numpy scalars inside are turned into ints by the writer
-    thread's JSON encoder (:mod:`tokenlens.capture.recorder`).
-    """
-    if type(values) is list:
-        return values.copy()
-    if hasattr(values, "tolist"):
-        out: list[Any] = values.tolist()
-        return out
-    return list(values)
 
 
 def _scheduler_info(sched: Any) -> dict[str, Any]:

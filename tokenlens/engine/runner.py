@@ -63,8 +63,11 @@ def load_hf_tokenizer(name: str) -> Any:
     """The Hugging Face tokenizer vLLM would load for ``name`` (a model directory or hub id).
 
     transformers' warnings about the tokenizer files are vLLM's business (they are in
-    ``engine.log``) and stay off the user's terminal here.
+    ``engine.log``) and stay off the user's terminal here, as does its advice, at first
+    import, that PyTorch is missing (only the tokenizer is needed here).
     """
+    if "transformers" not in sys.modules:
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
