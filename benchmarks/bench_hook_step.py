@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tokenlens.capture import plugin
+from tokenlens.capture import plugin, recorder
 from tokenlens.testing.scheduler import BLOCK, Harness, K, make_scheduler, tiny_vllm_config
 
 PROMPT = 20
@@ -119,7 +119,15 @@ def main() -> None:
         help="the model's part of a step (sleep), one per batch or one for all; 0: none "
         "(the writer thread then competes with the scheduler for every step)",
     )
+    parser.add_argument(
+        "--writer-asleep",
+        action="store_true",
+        help="keep the recorder's writer thread asleep until each repeat ends: the hook's "
+        "own clock then has no GIL waits for the writer in it",
+    )
     args = parser.parse_args()
+    if args.writer_asleep:
+        recorder.WRITE_SECONDS = 3600.0
 
     with tempfile.TemporaryDirectory() as tmp:
         model_ms = args.model_ms * len(args.batch) if len(args.model_ms) == 1 else args.model_ms

@@ -1,7 +1,9 @@
 """Step files -> ``events.parquet`` rows and reconstructed outputs. No vLLM import.
 
 A step line holds ``seq``, ``t``, the hook's own timing (``h``, ``w``, ``wt``: see
-:mod:`tokenlens.capture.plugin`) and ``reqs``. A step record holds, for one request in one
+:mod:`tokenlens.capture.plugin`) and the step's records: ``reqs`` (a list, as written
+before 2026-12-03) or ``cols`` (the same as columns, as the hook writes them now:
+:func:`tokenlens.capture.step_records.line_records`). A step record holds, for one request in one
 scheduler step: ``r`` engine request id, ``b`` output length before the step, ``g``
 sampled tokens (accepted drafts + one correction or bonus), ``n`` how many of ``g``
 vLLM appended (fewer when a stop condition cut the step short), and, when vLLM counted
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
+from tokenlens.capture.step_records import line_records
 
 _SUFFIX = re.compile(r"^(?P<base>.+)-[0-9a-f]{8}$")
 _CHILD = re.compile(r"^(?P<index>\d+)_(?P<parent>.+)$")
@@ -229,7 +233,7 @@ def build_capture(
         for line in read_jsonl(path):
             if "h" in line:  # written since the hook times itself
                 capture.timing.append((line["h"], line.get("w"), line.get("wt")))
-            for rec in line["reqs"]:
+            for rec in line_records(line):
                 rid = run_request_id(rec["r"], id_map)
                 if keep is not None and rid not in keep:
                     continue

@@ -380,8 +380,8 @@ class _Hook:
     def _begin(self, sched: Any, scheduler_output: Any, model_runner_output: Any) -> None:
         """Before vLLM appends anything: where each request's new tokens will land.
 
-        Columns, one comprehension each (the records are made on the writer thread:
-        :mod:`tokenlens.capture.step_records`).
+        Columns, one comprehension each, written as they are
+        (:mod:`tokenlens.capture.step_records`).
         """
         if not self.seen_scheduler:
             self.seen_scheduler = True
@@ -413,18 +413,21 @@ class _Hook:
         assert self.step is not None
         req_id = args["request_id"]
         drafts = self.drafts.get(req_id)
-        self.step.spec[req_id] = (
+        invalid = args["num_invalid_spec_tokens"]
+        self.step.spec[req_id] = [
             [] if drafts is None else copy_ids(drafts),
             args["num_accepted_tokens"],
-            args["num_invalid_spec_tokens"],
-        )
+            invalid.get(req_id, 0) if invalid else 0,
+        ]
 
     def _end(self, sched: Any) -> None:
         """After vLLM appended: how many of the sampled tokens survived stop checks."""
         step = self.step
         assert step is not None
-        step.after = [-1 if q is None else len(q.output_token_ids) for q in step.requests]
-        kept = step.kept()
+        kept = step.kept = [
+            0 if q is None else len(q.output_token_ids) - b
+            for q, b in zip(step.requests, step.before, strict=True)
+        ]
         spec = step.spec
         if len(spec) < len(kept):  # a request that gained tokens vLLM did not count?
             for rid, n in zip(step.ids, kept, strict=True):
@@ -446,7 +449,7 @@ class _Hook:
                 timing["w"] = None
                 self.first_line = False
             step.requests = []  # vLLM's objects are not for the writer thread
-            self.recorder.write_lazy(step.records, timing)
+            self.recorder.write_columns(step.columns(), timing)
             self.mark = now
             self.hook_s = 0.0
 

@@ -62,7 +62,9 @@ class StepRecorder:
         self._stop = False
         self._written = 0
         self._lock = threading.Lock()
-        # Seconds the writer thread spent serialising and writing, not yet reported.
+        # CPU seconds the writer thread spent serialising and writing, not yet reported
+        # (thread CPU time: the GIL it held, which is what it costs the scheduler; its
+        # wall time also counts the waits for the GIL that the scheduler held).
         self._writer_s = 0.0
         self.error: str | None = None  # why the writer thread stopped writing
 
@@ -79,12 +81,18 @@ class StepRecorder:
     def write_step(
         self, records: list[dict[str, Any]], timing: dict[str, float | None] | None = None
     ) -> None:
-        """One line: ``{"seq", "t", ["h", "w", "wt",] "reqs": [...]}``.
+        """One line: ``{"seq", "t", ["h", "w", "wt",] "reqs": [...]}`` (records).
 
         ``timing`` is the hook's own cost (see :mod:`tokenlens.capture.plugin`); the
         writer adds ``wt``, its own seconds since the previous line.
         """
         self._put({"seq": self._seq, "t": time.time(), **(timing or {}), "reqs": records})
+
+    def write_columns(
+        self, columns: dict[str, Any], timing: dict[str, float | None] | None = None
+    ) -> None:
+        """One line whose step is held as columns (``cols``, :mod:`.step_records`)."""
+        self._put({"seq": self._seq, "t": time.time(), **(timing or {}), "cols": columns})
 
     def write_lazy(
         self,
@@ -122,13 +130,13 @@ class StepRecorder:
             batch = []
             while self._pending:
                 batch.append(self._pending.popleft())
-            t0 = time.perf_counter()
+            t0 = time.thread_time()  # CPU time: its waits for the GIL are not its cost
             if batch and self.error is None:
                 try:
                     self._write(batch)
                 except Exception as exc:  # keep draining: never block the scheduler
                     self.error = f"{type(exc).__name__}: {exc}"
-            self._writer_s += time.perf_counter() - t0
+            self._writer_s += time.thread_time() - t0
             self._written += len(batch)
             if stop and not self._pending:
                 return
@@ -137,7 +145,7 @@ class StepRecorder:
         with self._lock:
             fh = self._open()
             for line in lines:
-                if callable(line["reqs"]):
+                if callable(line.get("reqs")):
                     line["reqs"] = line["reqs"]()
                     if not line["reqs"]:
                         continue
