@@ -1,21 +1,29 @@
-"""Step lines as columns read back as the records older step files hold (no vLLM)."""
+"""Step lines as flat columns read back as the records older step files hold (no vLLM)."""
 
 from __future__ import annotations
 
+import gc
 import json
 
-from tokenlens.capture.step_records import StepSnapshot, copy_ids, copy_rows, line_records
+import pytest
+
+from tokenlens.capture.step_records import StepSnapshot, line_records
+
+
+def snapshot() -> StepSnapshot:
+    step = StepSnapshot(ids=["a", "b", "c", "gone", "prefill"], before=[3, 0, 7, -1, 0])
+    rows = [[5, 6, 9], [4], [8, 2], [1], []]
+    step.sample(rows)
+    del rows[2][1:]  # vLLM trims its own list after a stop: the copy keeps it all
+    step.count("a", [5, 6, 7], 2, 0)
+    step.count("c", [8, 3, 3], 1, 1)
+    step.count("late", [1, 2], 0, 0)
+    step.kept = [3, 1, 1, 0, 0]  # c: a stop kept one of two
+    return step
 
 
 def test_columns_read_back_as_the_older_records() -> None:
-    step = StepSnapshot(
-        ids=["a", "b", "c", "gone", "prefill"],
-        before=[3, 0, 7, -1, 0],
-        sampled=[[5, 6, 9], [4], [8, 2], [1], []],
-        kept=[3, 1, 1, 0, 0],  # c: a stop kept one of two
-        spec={"a": [[5, 6, 7], 2, 0], "c": [[8, 3, 3], 1, 1], "late": [[1, 2], 0, 0]},
-    )
-    line = json.loads(json.dumps({"seq": 0, "t": 0.0, "cols": step.columns()}))
+    line = json.loads(json.dumps({"seq": 0, "t": 0.0, "cols": snapshot().columns()}))
     assert line_records(line) == [
         {"r": "a", "b": 3, "g": [5, 6, 9], "n": 3, "d": [5, 6, 7], "a": 2, "i": 0},
         {"r": "b", "b": 0, "g": [4], "n": 1},
@@ -29,16 +37,34 @@ def test_the_older_form_is_read_as_it_is() -> None:
     assert line_records({"seq": 0, "t": 0.0, "reqs": records}) is records
 
 
-def test_copies_do_not_follow_vllms_later_edits() -> None:
-    """vLLM trims a request's sampled list in place after a stop: the copy keeps it all."""
-    rows = [[1, 2, 3], [4]]
-    copied = copy_rows(rows)
-    del rows[0][1:]
-    assert copied == [[1, 2, 3], [4]]
+def test_counts_that_do_not_add_up_are_refused() -> None:
+    cols = snapshot().columns()
+    cols["c"] = [3, 1, 2, 1, 1]
+    with pytest.raises(ValueError, match="counts add up"):
+        line_records({"cols": cols})
 
-    class Array:  # numpy-like: tolist() makes the copy
-        def tolist(self) -> list[int]:
-            return [7, 8]
 
-    assert copy_rows([Array(), None]) == [[7, 8], None]
-    assert copy_ids((1, 2)) == [1, 2]
+def test_a_step_makes_no_container_per_request() -> None:
+    """The collector's cost grew with every list made per request (module docstring)."""
+    rows = [[i, i + 1, i + 2] for i in range(256)]
+    drafts = [[i, i, i] for i in range(256)]
+
+    def step() -> StepSnapshot:
+        s = StepSnapshot(ids=[str(i) for i in range(256)], before=list(range(256)))
+        s.sample(rows)
+        for i in range(256):
+            s.count(str(i), drafts[i], 2, 0)
+        s.kept = [3] * 256
+        return s
+
+    step()  # warm
+    gc.collect()
+    gc.disable()
+    try:
+        tracked = len(gc.get_objects())
+        kept = step()
+        made = len(gc.get_objects()) - tracked
+    finally:
+        gc.enable()
+    assert kept.counts == [3] * 256 and len(kept.spec_drafts) == 768
+    assert made < 40, f"{made} tracked objects for one step of 256 requests"

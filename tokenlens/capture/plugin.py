@@ -49,7 +49,7 @@ from typing import Any
 
 from tokenlens.capture.recorder import StepRecorder, write_status
 from tokenlens.capture.source_ast import calls_super, stats_calls
-from tokenlens.capture.step_records import StepSnapshot, copy_ids, copy_rows
+from tokenlens.capture.step_records import StepSnapshot
 from tokenlens.capture.surface import (
     HOOKED,
     STATS_PARAMS,
@@ -404,7 +404,7 @@ class _Hook:
             step.ids = ids
             step.requests = requests = [get(rid) for rid in ids]
             step.before = [-1 if q is None else len(q.output_token_ids) for q in requests]
-            step.sampled = copy_rows(rows)
+            step.sample(rows)
         self.step = step
         self.drafts = scheduler_output.scheduled_spec_decode_tokens
 
@@ -412,13 +412,13 @@ class _Hook:
         """vLLM is counting one verification step of one request: note its drafts."""
         assert self.step is not None
         req_id = args["request_id"]
-        drafts = self.drafts.get(req_id)
         invalid = args["num_invalid_spec_tokens"]
-        self.step.spec[req_id] = [
-            [] if drafts is None else copy_ids(drafts),
+        self.step.count(
+            req_id,
+            self.drafts.get(req_id),
             args["num_accepted_tokens"],
             invalid.get(req_id, 0) if invalid else 0,
-        ]
+        )
 
     def _end(self, sched: Any) -> None:
         """After vLLM appended: how many of the sampled tokens survived stop checks."""
@@ -428,10 +428,12 @@ class _Hook:
             0 if q is None else len(q.output_token_ids) - b
             for q, b in zip(step.requests, step.before, strict=True)
         ]
-        spec = step.spec
-        if len(spec) < len(kept):  # a request that gained tokens vLLM did not count?
+        counted = step.spec_ids
+        # a request that gained several tokens in a step vLLM did not count?
+        if len(counted) < len(kept) and max(kept, default=0) > 1:
+            known = set(counted)
             for rid, n in zip(step.ids, kept, strict=True):
-                if n > 1 and rid not in spec:
+                if n > 1 and rid not in known:
                     self._fail(
                         f"request {rid} gained {n} tokens in one step but vLLM's "
                         "make_spec_decoding_stats was never reached: the hook cannot see "
@@ -440,7 +442,7 @@ class _Hook:
                     break
         if self.recorder.error is not None:
             self._fail(f"the step writer stopped: {self.recorder.error}")
-        if spec or any(kept):
+        if counted or any(kept):
             now = time.perf_counter()
             wall = now - self.mark
             # The hook's time since the last line; this _end and its write count in the next.
