@@ -260,7 +260,7 @@ class _Hook:
         self.enabled = True
         self.failed: str | None = None
         self.seen_scheduler = False
-        # request id -> record of the step in progress (None outside update_from_output)
+        # the step in progress (None outside update_from_output)
         self.step: StepSnapshot | None = None
         self.drafts: dict[str, Any] = {}
         # Self-timing: hook seconds and wall seconds since the last written line.
@@ -393,13 +393,9 @@ class _Hook:
                 ids = list(model_runner_output.req_ids[: len(sampled)])
                 rows = sampled[: len(ids)]
             else:
-                pairs = [
-                    (rid, i)
-                    for rid, i in model_runner_output.req_id_to_index.items()
-                    if i < len(sampled)
-                ]
-                ids = [rid for rid, _ in pairs]
-                rows = [sampled[i] for _, i in pairs]
+                index = model_runner_output.req_id_to_index
+                ids = [rid for rid, i in index.items() if i < len(sampled)]
+                rows = [sampled[index[rid]] for rid in ids]
             get = sched.requests.get
             step.ids = ids
             step.requests = requests = [get(rid) for rid in ids]

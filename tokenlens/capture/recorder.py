@@ -5,7 +5,7 @@ One file per process (``steps-<host>-<pid>.jsonl``; the model runner's draft ids
 file. Each scheduler step is one JSON line.
 
 Serialising and writing happen on a writer thread, off the scheduler's thread: the
-hook only hands over the step's records (a deque append: no lock, no wake-up), and the
+hook only hands over the step's columns (a deque append: no lock, no wake-up), and the
 writer, waking every ``WRITE_SECONDS``, turns them into lines, writes and flushes them.
 Lines are written in step order and each batch is flushed at once, so a SIGKILL loses
 at most the steps handed over since the last wake-up (a suffix, never a gap; at most
