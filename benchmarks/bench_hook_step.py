@@ -20,7 +20,6 @@ Qwen2.5-1.5B-shaped model at batch 256, n-gram k=3, on an H200 (reports/gpu/READ
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import tempfile
@@ -29,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.capture import plugin, recorder
-from tokenlens.testing.scheduler import BLOCK, Harness, K, make_scheduler, tiny_vllm_config
+from tokenlens.testing.scheduler import (
+    BLOCK,
+    Harness,
+    K,
+    make_scheduler,
+    runner_output,
+    tiny_vllm_config,
+)
 
 PROMPT = 20
 
@@ -47,7 +53,7 @@ def run_once(
     ``model_s``: the model's part of a step, spent in ``time.sleep`` (which, like a
     thread waiting for the GPU, lets the recorder's writer thread run).
     """
-    from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+    from vllm.v1.outputs import DraftTokenIds
 
     if trace_dir is not None:
         problem = plugin.install(str(trace_dir))
@@ -58,7 +64,6 @@ def run_once(
         for i in range(batch):
             h.add(f"r{i}-0123abcd", prompt=[100 + (i + j) % 50 for j in range(PROMPT)],
                   max_tokens=(steps + 2) * (K + 1))  # fmt: skip
-        by_index = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}
         times, whole = [], []
         for step in range(steps + 8):
             t_step = time.perf_counter()
@@ -67,13 +72,7 @@ def run_once(
                 time.sleep(model_s)
             sampled = h.model(out, accept, step)
             ids = list(out.num_scheduled_tokens)
-            fields: dict[str, Any] = {
-                "req_ids": ids,
-                "sampled_token_ids": [sampled.get(rid, []) for rid in ids],
-            }
-            if by_index:
-                fields["req_id_to_index"] = {rid: i for i, rid in enumerate(ids)}
-            output = ModelRunnerOutput(**fields)
+            output = runner_output(ids, sampled)
             t0 = time.perf_counter()
             h.sched.update_from_output(out, output)
             dt = time.perf_counter() - t0

@@ -94,18 +94,13 @@ class StepRecorder:
         """One line whose step is held as columns (``cols``, :mod:`.step_records`)."""
         self._put({"seq": self._seq, "t": time.time(), **(timing or {}), "cols": columns})
 
-    def write_lazy(
-        self,
-        make: Callable[[], list[dict[str, Any]]],
-        timing: dict[str, float | None] | None = None,
-    ) -> None:
+    def write_lazy(self, make: Callable[[], list[dict[str, Any]]]) -> None:
         """One line whose records ``make()`` builds on the writer thread.
 
         ``make`` may block (a device copy to wait for) without holding up the caller;
         an empty list writes no line. Without a writer thread it runs at once.
-        ``timing`` as for :meth:`write_step`.
         """
-        self._put({"seq": self._seq, "t": time.time(), **(timing or {}), "reqs": make})
+        self._put({"seq": self._seq, "t": time.time(), "reqs": make})
 
     def _put(self, line: dict[str, Any]) -> None:
         self._seq += 1

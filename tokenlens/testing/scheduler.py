@@ -138,6 +138,20 @@ def make_scheduler(vllm_config: Any, num_blocks: int = 200, async_: bool = False
     )
 
 
+def runner_output(ids: list[str], sampled: dict[str, list[int]]) -> Any:
+    """The ``ModelRunnerOutput`` of a step whose rows are ``ids``, in the running vLLM's shape
+    (``req_id_to_index`` beside ``req_ids`` up to 0.33, ``req_ids`` alone from 0.34)."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    output: dict[str, Any] = {
+        "req_ids": ids,
+        "sampled_token_ids": [sampled.get(rid, []) for rid in ids],
+    }
+    if "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}:
+        output["req_id_to_index"] = {rid: i for i, rid in enumerate(ids)}
+    return ModelRunnerOutput(**output)
+
+
 @dataclass
 class Harness:
     """One scheduler, the hook recording into ``trace_dir``, and vLLM's own stats."""
@@ -185,20 +199,12 @@ class Harness:
 
     def finish(self, out: Any, sampled: dict[str, list[int]]) -> Any:
         """Hand vLLM the "model's" output for a scheduled step; collect its stats."""
-        from vllm.v1.outputs import ModelRunnerOutput
-
         ids = list(out.num_scheduled_tokens)
         if self.reverse_batch:  # the worker's batch order need not be the schedule's
             ids.reverse()
         unknown = set(sampled) - set(ids)
         assert not unknown, f"not scheduled this step: {unknown}"
-        output: dict[str, Any] = {
-            "req_ids": ids,
-            "sampled_token_ids": [sampled.get(rid, []) for rid in ids],
-        }
-        if "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}:
-            output["req_id_to_index"] = {rid: i for i, rid in enumerate(ids)}  # to vLLM 0.33
-        result = self.sched.update_from_output(out, ModelRunnerOutput(**output))
+        result = self.sched.update_from_output(out, runner_output(ids, sampled))
         for eco in result.values():
             stats = eco.scheduler_stats.spec_decoding_stats if eco.scheduler_stats else None
             if stats is not None:
