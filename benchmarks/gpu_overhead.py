@@ -2,6 +2,7 @@
 
 usage: python3 benchmarks/gpu_overhead.py OUT_JSON --shape {qwen2.5-1.5b,mimo-1.5b}
            [--pairs 7] [--prompts 64] [--max-tokens 256] [--tokenizer-from DIR]
+           [--model DIR --prompts-file FILE.jsonl] [--batch N] [--aa] [--budget-s S]
 
 One engine (vLLM's offline ``LLM``) with the tokenlens plugin recording into a temporary
 trace directory; a Qwen2.5-1.5B-shaped config with ``load_format="dummy"`` (no weights
@@ -18,6 +19,14 @@ the pause file is looked up every 0.5 s, so each side waits 1.2 s after switchin
 ratio of a pair is traced tok/s / untraced tok/s (1.0: free). Writes OUT_JSON: every
 generate, the per-pair ratios, their median, min, max and quartiles, and the hook's own
 timing from its step lines (share of step time on the scheduler's thread).
+
+``--model DIR`` runs real weights instead of the dummy shape (the speculative method of
+``--shape``; the prompts' ``text`` from ``--prompts-file``). ``--batch N`` sends the
+prompts N at a time (``--batch 1``: one request at a time, as a chat user does).
+``--aa`` adds the A/A control: each round is one traced/untraced pair and one
+untraced/untraced pair, so the spread between two identical sides of the same engine is
+measured beside the traced ratio (the noise floor the traced ratio is read against).
+``--budget-s`` stops starting new rounds when that many seconds have passed.
 """
 
 from __future__ import annotations
@@ -116,6 +125,22 @@ def hook_timing(trace_dir: Path) -> dict[str, Any]:
     }
 
 
+def spread(ratios: list[float]) -> dict[str, Any]:
+    """Median, range and quartiles of a list of ratios (None where too few)."""
+    if not ratios:
+        return {"pairs": 0, "median": None, "min": None, "max": None, "q1": None, "q3": None}
+    quart = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [None, None, None]
+    return {
+        "pairs": len(ratios),
+        "median": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
+        "q1": quart[0],
+        "q3": quart[2],
+        "ratios": ratios,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
@@ -123,21 +148,32 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=7)
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--tokenizer-from", type=Path, required=True)
+    parser.add_argument("--tokenizer-from", type=Path)
+    parser.add_argument("--model", type=Path, help="real weights (an HF directory)")
+    parser.add_argument("--prompts-file", type=Path, help="JSONL prompts (text) for --model")
+    parser.add_argument("--batch", type=int, default=0, help="prompts per generate (0: all)")
+    parser.add_argument("--aa", action="store_true", help="add untraced/untraced pairs")
+    parser.add_argument("--budget-s", type=float, default=0.0)
     args = parser.parse_args()
+    if args.model is None and args.tokenizer_from is None:
+        parser.error("--tokenizer-from is needed with the dummy shape (no --model)")
+    started = time.perf_counter()
 
     work = Path(tempfile.mkdtemp(prefix="tl-overhead-"))
     trace_dir = work / "trace"
     trace_dir.mkdir()
     os.environ["TOKENLENS_TRACE_DIR"] = str(trace_dir)  # before vLLM loads its plugins
-    model = model_dir(args.shape, args.tokenizer_from, work)
+    if args.model is not None:
+        model = args.model
+    else:
+        model = model_dir(args.shape, args.tokenizer_from, work)
 
     from vllm import LLM, SamplingParams
 
     spec = SHAPES[args.shape][1]
     llm = LLM(
         model=str(model),
-        load_format="dummy",
+        load_format="auto" if args.model is not None else "dummy",
         dtype="bfloat16",
         max_model_len=2048,
         gpu_memory_utilization=0.5,
@@ -148,15 +184,26 @@ def main() -> None:
     config = llm.llm_engine.vllm_config
     facts = {
         "shape": args.shape,
+        "model": str(args.model) if args.model is not None else "dummy",
+        "batch": args.batch or args.prompts,
         "speculative_config": spec,
         "async_scheduling": bool(config.scheduler_config.async_scheduling),
         "v2_model_runner": bool(getattr(config, "use_v2_model_runner", False)),
     }
     print("engine", json.dumps(facts), flush=True)
-    prompts = [
-        f"Prompt {i}: the quick brown fox jumps over the lazy dog. " * 4
-        for i in range(args.prompts)
-    ]
+    if args.prompts_file is not None:
+        texts = [
+            json.loads(line)["text"]
+            for line in args.prompts_file.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        prompts = [texts[i % len(texts)] for i in range(args.prompts)]
+    else:
+        prompts = [
+            f"Prompt {i}: the quick brown fox jumps over the lazy dog. " * 4
+            for i in range(args.prompts)
+        ]
+    batch = args.batch or len(prompts)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0, ignore_eos=True)
     llm.generate(prompts[:8], SamplingParams(max_tokens=32, temperature=0), use_tqdm=False)
     pause = trace_dir / "paused"
@@ -168,19 +215,32 @@ def main() -> None:
             pause.write_text("1")
         time.sleep(1.2)  # past the hooks' 0.5 s pause look-up
         t = time.perf_counter()
-        outs = llm.generate(prompts, params, use_tqdm=False)
+        tokens = 0
+        for b in range(0, len(prompts), batch):
+            outs = llm.generate(prompts[b : b + batch], params, use_tqdm=False)
+            tokens += sum(len(o.outputs[0].token_ids) for o in outs)
         seconds = time.perf_counter() - t
-        tokens = sum(len(o.outputs[0].token_ids) for o in outs)
         return {"traced": traced, "seconds": seconds, "tokens": tokens, "tok_s": tokens / seconds}
 
-    runs, ratios = [], []
+    runs, ratios, aa_ratios = [], [], []
     for i in range(args.pairs):
+        if args.budget_s and i >= 2 and time.perf_counter() - started > args.budget_s:
+            print(json.dumps({"stopped": "budget", "pairs_done": i}), flush=True)
+            break
         order = (True, False) if i % 2 == 0 else (False, True)
         pair = {traced: timed(traced) for traced in order}
         ratio = pair[True]["tok_s"] / pair[False]["tok_s"]
         ratios.append(ratio)
         for traced in order:
-            runs.append({"pair": i, **pair[traced]})
+            runs.append({"pair": i, "kind": "traced/untraced", **pair[traced]})
+        if args.aa:
+            # two untraced sides; the ratio is always "side x / side y" with x the first
+            # side on even rounds and the second on odd ones, so drifts cancel as above
+            first, second = timed(False), timed(False)
+            x, y = (first, second) if i % 2 == 0 else (second, first)
+            aa_ratios.append(x["tok_s"] / y["tok_s"])
+            runs.append({"pair": i, "kind": "aa", "side": "first", **first})
+            runs.append({"pair": i, "kind": "aa", "side": "second", **second})
         print(
             json.dumps(
                 {
@@ -197,7 +257,8 @@ def main() -> None:
     quart = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [None, None, None]
     result = {
         **facts,
-        "pairs": args.pairs,
+        "pairs": len(ratios),
+        "aa": spread(aa_ratios) if args.aa else None,
         "prompts": args.prompts,
         "max_tokens": args.max_tokens,
         "ratio_median": statistics.median(ratios),
@@ -207,7 +268,7 @@ def main() -> None:
         "ratio_q3": quart[2],
         "ratios": ratios,
         "ratio_median_traced_first": statistics.median(ratios[0::2]),
-        "ratio_median_untraced_first": statistics.median(ratios[1::2]) if args.pairs > 1 else None,
+        "ratio_median_untraced_first": statistics.median(ratios[1::2]) if len(ratios) > 1 else None,
         "hook": hook_timing(trace_dir),
         "runs": runs,
     }

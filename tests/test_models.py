@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 import unicodedata
 import zipfile
@@ -174,3 +175,36 @@ def test_merges_follow_bpe_order() -> None:
     ranks = {b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"bc": 4, b"abc": 5, b"cab": 6}
     # abc: a+b (rank 3) merges before b+c (rank 4), so abc = ab + c; cab = c + ab.
     assert merges_from_ranks(ranks) == [(b"a", b"b"), (b"b", b"c"), (b"ab", b"c"), (b"c", b"ab")]
+
+
+def test_a_killed_build_leaves_nothing_the_next_build_keeps(tmp_path: Path) -> None:
+    """A builder killed outright leaves NAME.building-PID; the next build removes it,
+    but leaves a directory whose builder is still alive (a parallel build)."""
+    import subprocess
+    import sys
+
+    from tokenlens.models.build import ensure_dir
+    from tokenlens.progress import SilentProgress
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = tmp_path / "models" / "m"
+    out.parent.mkdir(parents=True)
+    stale = out.with_name(f"m.building-{int(dead.stdout)}")
+    (stale / "half").mkdir(parents=True)
+    live = out.with_name(f"m.building-{os.getppid()}")
+    live.mkdir()
+
+    def write(tmp: Path) -> dict[str, object]:
+        (tmp / "w.bin").write_bytes(b"x")
+        return {"name": "m"}
+
+    ensure_dir(out, "m", lambda d: None, write, SilentProgress())
+    assert (out / "w.bin").is_file()
+    assert not stale.exists()
+    assert live.is_dir()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["m", live.name]

@@ -123,3 +123,21 @@ def test_a_served_run_records_the_plugins_view(tmp_path: Path) -> None:
     assert merged["async_scheduling"] is False and merged["dtype"] == "float32"
     assert merged["unavailable"]["drafter_class"] == SERVED_WORKERS
     assert served_engine_facts(tmp_path / "empty") is None
+
+
+def test_the_resolved_speculative_options_are_facts() -> None:
+    """n-gram's lookup window is recorded as vLLM resolved it, defaults included."""
+    from tokenlens.engine.facts import config_facts
+
+    spec = SimpleNamespace(
+        method="ngram",
+        num_speculative_tokens=3,
+        prompt_lookup_min=2,
+        prompt_lookup_max=5,
+        enforce_eager=None,
+        parallel_drafting=object(),  # not plain data: left out
+    )
+    facts = config_facts(SimpleNamespace(speculative_config=spec))
+    assert facts["speculative_options"] == {"prompt_lookup_min": 2, "prompt_lookup_max": 5}
+    assert config_facts(SimpleNamespace())["speculative_options"] is None
+    json.dumps(facts)

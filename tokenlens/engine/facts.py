@@ -139,6 +139,9 @@ def config_facts(vllm_config: Any) -> dict[str, Any]:
         "num_speculative_tokens": getattr(spec, "num_speculative_tokens", None),
         # vLLM's dynamic speculative decoding: k chosen per step from the batch size.
         "dynamic_k": per_batch if per_batch else None,
+        # the drafter's options as vLLM resolved them (its defaults included), e.g.
+        # n-gram's prompt_lookup_min/max, which a user who gave none never sees otherwise
+        "speculative_options": _spec_options(spec),
         "drafter_class": None,
         "dtype": _dtype(getattr(model, "dtype", None)),
         "quantization": getattr(model, "quantization", None),
@@ -151,6 +154,28 @@ def config_facts(vllm_config: Any) -> dict[str, Any]:
         },
     }
     return facts
+
+
+SPEC_OPTION_FIELDS = (
+    "prompt_lookup_min",
+    "prompt_lookup_max",
+    "draft_tensor_parallel_size",
+    "disable_padded_drafter_batch",
+    "enforce_eager",
+    "parallel_drafting",
+)
+
+
+def _spec_options(spec: Any) -> dict[str, Any] | None:
+    """The resolved values of the speculative config's option fields vLLM has (plain data)."""
+    if spec is None:
+        return None
+    out: dict[str, Any] = {}
+    for name in SPEC_OPTION_FIELDS:
+        value = getattr(spec, name, None)
+        if isinstance(value, bool | int | float | str):
+            out[name] = value
+    return out
 
 
 def _bool(value: Any) -> bool | None:

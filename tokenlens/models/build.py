@@ -44,6 +44,35 @@ def read_marker(
     return marker, None
 
 
+def remove_stale_builds(out: Path) -> list[Path]:
+    """Remove ``NAME.building-PID`` directories whose builder process is gone.
+
+    A build killed outright (SIGKILL, a lost machine) never reaches its own clean-up;
+    the next build of the same model removes what it left. A directory whose process is
+    still alive (a parallel build) is left alone. Returns the directories removed.
+    """
+    removed = []
+    for tmp in out.parent.glob(f"{out.name}.building-*"):
+        pid_text = tmp.name.rsplit("-", 1)[-1]
+        if not pid_text.isdigit() or not tmp.is_dir() or _alive(int(pid_text)):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def ensure_dir(
     out: Path,
     label: str,
@@ -57,6 +86,7 @@ def ensure_dir(
     (what was built and its files); the marker is written last, then the directory
     replaces ``out`` in one step.
     """
+    remove_stale_builds(out)
     problem = check(out) if out.exists() else "not built"
     if problem is None:
         return out
