@@ -141,6 +141,14 @@ def spread(ratios: list[float]) -> dict[str, Any]:
     }
 
 
+def prompt_text(obj: dict[str, Any]) -> str:
+    """A prompt line's text: ``text``, or the last user message of ``messages``."""
+    if "text" in obj:
+        return str(obj["text"])
+    users = [m["content"] for m in obj.get("messages", []) if m.get("role") == "user"]
+    return str(users[-1]) if users else ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
@@ -193,7 +201,7 @@ def main() -> None:
     print("engine", json.dumps(facts), flush=True)
     if args.prompts_file is not None:
         texts = [
-            json.loads(line)["text"]
+            prompt_text(json.loads(line))
             for line in args.prompts_file.read_text(encoding="utf-8").splitlines()
             if line.strip()
         ]
