@@ -96,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
         raise TokenlensError("--out is required unless --check (see 'tokenlens bench --help')")
     from tokenlens.bench.config import BenchConfig
     from tokenlens.bench.measure import run_bench
-    from tokenlens.report import write_bench_report
 
     config = BenchConfig(
         plan=args.plan,
@@ -117,13 +116,23 @@ def run(args: argparse.Namespace) -> int:
             "again to continue"
         ) from None
     progress.close()
-    report = write_bench_report(result.out)
     if result.resumed:
         say(f"resumed: {result.resumed} finished cases kept")
     say(f"results:  {result.results_csv}")
     say(f"tables:   {result.results_md}")
-    say(f"report:   {report}")
+    say(f"report:   {_report(result.out)}")
     return 0
+
+
+def _report(out: Path) -> str:
+    """The HTML report's path, or why it was not written: its chart libraries (altair,
+    vl-convert) are imported only now, after measuring, so a GPU host without them still
+    benches and writes results.csv and results.md."""
+    try:
+        from tokenlens.report import write_bench_report
+    except ImportError as exc:
+        return f"not written ({exc.name or exc} is not installed; results.md has the tables)"
+    return str(write_bench_report(out))
 
 
 def _plain_patterns(values: list[str] | None) -> tuple[str, ...]:
