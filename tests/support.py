@@ -427,9 +427,12 @@ class FakeEngine:
         return self
 
     def _facts(self) -> dict[str, Any]:
-        """Runner and async scheduling as vLLM 0.25 resolves them on a GPU: V2 with
-        async scheduling unless speculative (n-gram, draft model: V1, async off) or
-        forced by ``VLLM_USE_V2_MODEL_RUNNER=0`` / ``async_scheduling=false``."""
+        """Runner and async scheduling as vLLM's CPU build resolves them (V1, async off),
+        or with ``FakeVllm.gpu_runners`` as vLLM 0.25 does on a GPU: V2 with async
+        scheduling unless speculative (n-gram, draft model: V1, async off) or forced by
+        ``VLLM_USE_V2_MODEL_RUNNER=0`` / ``async_scheduling=false``."""
+        if not self.vllm.gpu_runners:
+            return {"model_runner": "V1", "async_scheduling": False}
         spec = self.config.speculative is not None
         v1 = spec or self.config.env.get("VLLM_USE_V2_MODEL_RUNNER") == "0"
         is_async = not spec and bool(self.config.extra.get("async_scheduling", True))
@@ -661,6 +664,7 @@ class FakeVllm:
     fail_start: set[int] = field(default_factory=set)
     drafter: str = "tiny-mimo-mtp"
     started: list[Any] = field(default_factory=list)
+    gpu_runners: bool = False  # resolve runners as vLLM 0.25 on a GPU (FakeEngine._facts)
     made: int = 0
 
     def __call__(self, config: Any, log_path: Path, progress: Any) -> FakeEngine:

@@ -68,6 +68,7 @@ VOCABULARY = VllmVocabulary(
 
 
 def _bench(tmp_path: Path, fake: FakeVllm, v1: bool, plain: tuple[str, ...] = ()) -> list:
+    fake.gpu_runners = True
     plan = write_plan(tmp_path, PLAN.format(v1=V1_BASELINE if v1 else ""))
     config = BenchConfig(plan=plan, out=tmp_path / "out", cache=CACHE[0], compare_plain=plain)
     result = run_bench(config, start=fake)
@@ -139,7 +140,7 @@ def test_compare_plain_runs_the_chosen_case_without_the_plugin(
     text = (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
     assert "### Traced vs plain" in text
     # resuming with the same option measures nothing again
-    again = FakeVllm()
+    again = FakeVllm(gpu_runners=True)
     config = BenchConfig(
         plan=tmp_path / "plan.toml",
         out=tmp_path / "out",
@@ -193,3 +194,32 @@ def test_results_csv_of_the_first_format_still_reads(tmp_path: Path) -> None:
     path.write_text("\n".join(old) + "\n", encoding="utf-8")
     (row,) = read_results(path)
     assert row["tok_s"] == 10.0 and row["model_runner"] is None and row["warning"] is None
+
+
+def test_plans_give_methods_engine_options_env_and_corpora_concurrencies(tmp_path: Path) -> None:
+    from tokenlens.bench.plan import load_plan
+    from tokenlens.errors import TokenlensError
+
+    text = PLAN.format(v1=V1_BASELINE).replace(
+        'lengths = ["medium"]', 'lengths = ["medium"]\nconcurrency = [1, 32]'
+    )
+    plan = load_plan(write_plan(tmp_path, text))
+    ids = [c.case_id for c in plan.cases]
+    assert ids[:2] == ["toy/baseline/c/medium/ja/c1", "toy/baseline/c/medium/ja/c32"]
+    assert [c.concurrency for c in plan.cases] == [1, 32] * 3
+    (v1,) = [m for m in plan.methods if m.name == "baseline-v1"]
+    assert v1.env == {"VLLM_USE_V2_MODEL_RUNNER": "0"} and v1.engine == {"async_scheduling": False}
+    assert plan.concurrencies == (1, 32)
+    # one concurrency: case ids as before
+    assert load_plan(write_plan(tmp_path, PLAN.format(v1=""))).cases[0].case_id == (
+        "toy/baseline/c/medium/ja"
+    )
+    for bad, message in (
+        ('env = { VLLM_USE_V2_MODEL_RUNNER = "0" }', "env.VLLM_USE_V2_MODEL_RUNNER: expected a"),
+        ("engine = { async_scheduling = false }", "engine.model: tokenlens sets it"),
+    ):
+        broken = V1_BASELINE.replace(
+            bad, bad.replace('"0"', "0").replace("async_scheduling", "model")
+        )
+        with pytest.raises(TokenlensError, match=message):
+            load_plan(write_plan(tmp_path, PLAN.format(v1=broken)))

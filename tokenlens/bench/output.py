@@ -95,7 +95,9 @@ class BenchOutput:
             "plan_sha": plan.sha256[:12],
             "repeats": plan.repeats,
             "warmup": plan.warmup,
-            "conc": plan.concurrency,
+            "conc": ",".join(str(c) for c in plan.concurrencies)
+            if len(plan.concurrencies) > 1
+            else plan.concurrency,
             "server": "yes" if self.config.server else "no",
         }
         write_json_atomic(

@@ -66,6 +66,8 @@ class CorpusEntry:
     langs: tuple[str, ...] = ("ja", "en")
     lengths: tuple[str, ...] | None = None
     limit: int | None = None
+    # Requests in flight for this corpus's cases (None: the [bench] concurrency).
+    concurrency: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,8 @@ def _method(i: int, data: Any) -> MethodEntry:
 
 
 def _corpus(i: int, data: Any, base: Path) -> CorpusEntry:
-    t = _Table(where_of("corpus", i, data), data, {"name", "path", "langs", "lengths", "limit"})
+    known = {"name", "path", "langs", "lengths", "limit", "concurrency"}
+    t = _Table(where_of("corpus", i, data), data, known)
     name = t.name()
     path = Path(t.require("path", str))
     if not path.is_absolute():
@@ -231,6 +234,7 @@ def _corpus(i: int, data: Any, base: Path) -> CorpusEntry:
         langs=tuple(normalise_lang(x) for x in t.strings("langs", ("ja", "en")) or ("ja", "en")),
         lengths=t.strings("lengths", None),
         limit=limit,
+        concurrency=_concurrencies(t) if "concurrency" in t.data else None,
     )
 
 
@@ -318,7 +322,6 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
         unique(where, names)
     known_methods = {m.name: m for m in methods}
     concurrencies = _concurrencies(bench)
-    tag = len(concurrencies) > 1
     cases: list[Case] = []
     for model in models:
         chosen = (
@@ -330,8 +333,10 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
             for k in ks:
                 for corpus in corpora:
                     groups = _select(corpus, read_prompts(corpus.path))
+                    chosen_conc = corpus.concurrency or concurrencies
+                    tag = len(chosen_conc) > 1
                     for (length, lang), prompts in groups.items():
-                        for conc in concurrencies:
+                        for conc in chosen_conc:
                             cases.append(
                                 Case(
                                     len(cases),
@@ -362,18 +367,19 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
         corpora=tuple(corpora),
         cases=tuple(cases),
         raw=raw,
-        concurrencies=concurrencies,
+        concurrencies=tuple(sorted({c.concurrency for c in cases} or set(concurrencies))),
     )
 
 
-def _concurrencies(bench: _Table) -> tuple[int, ...]:
-    """``concurrency = 4`` or ``concurrency = [1, 32]`` (one case per value)."""
-    value = bench.get("concurrency", (int, list), 1)
+def _concurrencies(t: _Table) -> tuple[int, ...]:
+    """``concurrency = 4`` or ``concurrency = [1, 32]`` (one case per value), of
+    ``[bench]`` or of a ``[[corpus]]`` (which overrides the bench's for its cases)."""
+    value = t.get("concurrency", (int, list), 1)
     values = [value] if isinstance(value, int) else value
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise bench.fail("concurrency", "expected a positive integer or a list of them")
+        raise t.fail("concurrency", "expected a positive integer or a list of them")
     if any(v < 1 for v in values) or len(set(values)) != len(values):
-        raise bench.fail("concurrency", f"values must be distinct and at least 1: {values}")
+        raise t.fail("concurrency", f"values must be distinct and at least 1: {values}")
     return tuple(values)
 
 
