@@ -93,7 +93,7 @@ def test_speedup_divides_by_the_baseline_on_the_same_runner(
     forced = [c for c in fake_vllm.started if c.env.get("VLLM_USE_V2_MODEL_RUNNER") == "0"]
     assert len(forced) == 1 and forced[0].extra["async_scheduling"] is False
     assert draft["baseline_case_id"] == v1["case_id"]
-    assert draft["speedup_tok_s"] == pytest.approx(draft["tok_s"] / v1["tok_s"], rel=1e-5)
+    assert draft["speedup_tok_s"] == pytest.approx(draft["tok_s"] / v1["tok_s"], rel=1e-4, abs=1e-6)
     assert draft["speedup_note"] is None
     # the step split: fixed fake times, medians over decode steps only
     assert base["step_ms"] == pytest.approx(10.0) and base["draft_ms"] is None
@@ -135,8 +135,8 @@ def test_compare_plain_runs_the_chosen_case_without_the_plugin(
     draft = by["draft"]
     assert draft["plain_tok_s"] > 0
     assert draft["traced_over_plain"] == pytest.approx(
-        draft["tok_s"] / draft["plain_tok_s"], rel=1e-5
-    )
+        draft["tok_s"] / draft["plain_tok_s"], rel=1e-4, abs=1e-6
+    )  # results.csv keeps six decimals
     text = (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
     assert "### Traced vs plain" in text
     # resuming with the same option measures nothing again
