@@ -80,14 +80,21 @@ def test_steps_and_drafting_are_timed_and_the_wrappers_pass_results_through(
         assert runner.execute_model(_Output(sd)) is None
         assert runner.sample_tokens(None) == "out"
     runner.propose_draft_token_ids()  # outside a step: not counted anywhere
+    runner.execute_model(_Output(2))
+    runner.propose_draft_token_ids()  # inside a step, not from sample_tokens: not drafting
+    runner.execute_model(_Output(2))  # the previous step never sampled: dropped
+    runner.sample_tokens(None)
     step_timer.flush()
     records = read_step_times(tmp_path)
-    assert len(records) == 4 and all(r["src"] == "cpu" for r in records)
-    assert [r["sd"] for r in records] == [0, 2, 2, 2]
+    assert len(records) == 5 and all(r["src"] == "cpu" for r in records)
+    assert [r["sd"] for r in records] == [0, 2, 2, 2, 2]
+    assert records[-1]["d"] < 0.004  # one drafting call (2 ms), not the stray one
     for r in records:
-        assert r["s"] >= r["d"] >= 0.002 and r["s"] >= 0.005 and 0 <= r["o"] < r["s"]
+        assert r["s"] >= r["d"] >= 0.002 and r["s"] >= 0.005 and r["o"] >= 0
+    # the timer's own time: the first step also writes the status file
+    assert sorted(r["o"] for r in records)[2] < sorted(r["s"] for r in records)[2]
     split = step_split(tmp_path, [(start, time.time() + 1)], speculative=True)
-    assert split["timed_steps"] == 3 and split["step_timing"] == "perf_counter"
+    assert split["timed_steps"] == 4 and split["step_timing"] == "perf_counter"
     assert split["draft_ms"] >= 2.0 and split["verify_ms"] >= 3.0
     assert _status(tmp_path)["state"] == "timing" and timer_problem(tmp_path) is None
     # outside the measured window nothing counts

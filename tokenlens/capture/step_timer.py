@@ -101,6 +101,7 @@ class StepTimer:
         self.step: _Step | None = None
         self.cuda: bool | None = None  # decided on the first step from runner.device
         self.wrapped_speculator = False
+        self.in_sample = False  # inside the step's sample_tokens (drafting counts there)
 
     def status(self, data: dict[str, Any]) -> None:
         write_json_status(self.directory, STATUS_PREFIX, {"runner": self.runner, **data})
@@ -112,11 +113,20 @@ class StepTimer:
         _vllm_logger().error("tokenlens: step timer stopped: %r", exc)
 
     def _event(self) -> Any:
+        """A CUDA event recorded on the current stream."""
         import torch
 
         event = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         event.record()
         return event
+
+    def _capturing(self) -> bool:
+        """Whether a CUDA graph is being captured now (nothing is timed then)."""
+        if not self.cuda:
+            return False
+        import torch
+
+        return bool(torch.cuda.is_current_stream_capturing())
 
     # -- the step ---------------------------------------------------------------------
     def begin(self, runner: Any, scheduler_output: Any) -> None:
@@ -129,6 +139,9 @@ class StepTimer:
             )  # fmt: skip
         if self.runner == "V2" and not self.wrapped_speculator and self.draft_problem is None:
             self._wrap_speculator(runner)
+        if self._capturing():
+            self.step = None
+            return
         step = _Step()
         tokens = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
         step.tok = int(getattr(scheduler_output, "total_num_scheduled_tokens", 0) or 0)
@@ -162,22 +175,36 @@ class StepTimer:
         self.recorder.write_step([record])
 
     def drafting(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``original`` (a drafting call) timed into the open step."""
+        """``original`` (a drafting call) timed into the open step, when the step's
+        ``sample_tokens`` calls it (not a dummy run, nor a CUDA graph capture)."""
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            step = self.step if self.enabled else None
+            step = self.step if self.enabled and self.in_sample else None
+            start: Any = None
+            if step is not None and self._capturing():
+                step = None
+            if step is not None:
+                try:
+                    start = self._event() if self.cuda else None
+                except Exception as exc:  # never into vLLM
+                    self.stop(exc)
+                    step = None
             if step is None:
                 return original(*args, **kwargs)
-            start = self._event() if self.cuda else None
             t0 = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
                 elapsed = time.perf_counter() - t0
-                if start is not None:
-                    step.draft_events.append((start, self._event()))
-                step.draft_s = (step.draft_s or 0.0) + elapsed
+                try:
+                    t1 = time.perf_counter()
+                    if start is not None:
+                        step.draft_events.append((start, self._event()))
+                    step.draft_s = (step.draft_s or 0.0) + elapsed
+                    step.own += time.perf_counter() - t1
+                except Exception as exc:
+                    self.stop(exc)
 
         setattr(timed, _MARK, original)
         return timed
@@ -211,7 +238,11 @@ class StepTimer:
     def wrap_sample(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def sample_tokens(runner: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(runner, *args, **kwargs)
+            self.in_sample = True
+            try:
+                result = original(runner, *args, **kwargs)
+            finally:
+                self.in_sample = False
             if self.enabled and self.step is not None:
                 try:
                     self.end()
