@@ -411,6 +411,7 @@ class FakeEngine:
         self.info: dict[str, Any] = {}
         self.total = SpecCounters()
         self.finished = 0
+        self.timer: Any = None  # the step timer's recorder, once a step is timed
 
     def __enter__(self) -> FakeEngine:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -418,11 +419,49 @@ class FakeEngine:
         if self.index in self.vllm.fail_start:
             raise TokenlensError(f"the vLLM engine failed to start (fake); see {self.log_path}")
         self.vllm.started.append(self.config)
-        self.info = {"dtype": "float32", "vllm_version": FAKE_VLLM_VERSION}
+        self.info = {
+            "dtype": "float32",
+            "vllm_version": FAKE_VLLM_VERSION,
+            "engine": self._facts(),
+        }
         return self
 
+    def _facts(self) -> dict[str, Any]:
+        """Runner and async scheduling as vLLM's CPU build resolves them (V1, async off),
+        or with ``FakeVllm.gpu_runners`` as vLLM 0.25 does on a GPU: V2 with async
+        scheduling unless speculative (n-gram, draft model: V1, async off) or forced by
+        ``VLLM_USE_V2_MODEL_RUNNER=0`` / ``async_scheduling=false``."""
+        if not self.vllm.gpu_runners:
+            return {"model_runner": "V1", "async_scheduling": False}
+        spec = self.config.speculative is not None
+        v1 = spec or self.config.env.get("VLLM_USE_V2_MODEL_RUNNER") == "0"
+        is_async = not spec and bool(self.config.extra.get("async_scheduling", True))
+        return {"model_runner": "V1" if v1 else "V2", "async_scheduling": is_async}
+
+    def _time_step(self, records: list[dict[str, Any]]) -> None:
+        """The step timer's line for one fake step (its format, fixed made-up times):
+        a target step takes 10 ms, each drafted token 4 ms (c = 0.4)."""
+        from tokenlens.capture.recorder import StepRecorder
+        from tokenlens.capture.step_timer import TIMES_PREFIX
+
+        if not self.config.trace_dir or "TOKENLENS_STEP_TIMER" not in self.config.env:
+            return
+        sd = sum(len(r.get("d", [])) for r in records)
+        k = self.config.speculative.num_speculative_tokens if self.config.speculative else 0
+        prefill = any(r["b"] == 0 for r in records)
+        drafting = 0.004 * k if k else None
+        record = {
+            "s": 0.010 + (drafting or 0.0), "d": drafting, "src": "cpu",
+            "tok": len(records) + sd + (5 if prefill else 0), "r": len(records), "sd": sd,
+            "o": 2e-5,
+        }  # fmt: skip
+        if self.timer is None:
+            self.timer = StepRecorder(self.config.trace_dir, background=False, prefix=TIMES_PREFIX)
+        self.timer.write_step([record])
+
     def __exit__(self, *exc: object) -> None:
-        return None
+        if self.timer is not None:
+            self.timer.close()
 
     def version(self) -> str:
         return FAKE_VLLM_VERSION
@@ -456,6 +495,7 @@ class FakeEngine:
         running: list[_Request] = []
         done: dict[str, GeneratedRequest] = {}
         before = self.total
+        started_at = time.time()
         t0 = time.perf_counter()
         while pending or running:
             while pending and len(running) < max(1, concurrency):
@@ -468,6 +508,7 @@ class FakeEngine:
             records = [self._step(req) for req in running]
             if recorder is not None:
                 recorder.write_step(records)
+                self._time_step(records)
             for req in [r for r in running if r.done()]:
                 running.remove(req)
                 done[req.job.rid] = self._result(req, sampling)
@@ -482,7 +523,7 @@ class FakeEngine:
             wall_seconds=max(time.perf_counter() - t0, 1e-6),
             counters=self.total - before,
             vllm_version=FAKE_VLLM_VERSION,
-            info={"num_preemptions": 0},
+            info={"num_preemptions": 0, "started_at": started_at, "ended_at": time.time()},
         )
 
     def _step(self, req: _Request) -> dict[str, Any]:
@@ -623,6 +664,7 @@ class FakeVllm:
     fail_start: set[int] = field(default_factory=set)
     drafter: str = "tiny-mimo-mtp"
     started: list[Any] = field(default_factory=list)
+    gpu_runners: bool = False  # resolve runners as vLLM 0.25 on a GPU (FakeEngine._facts)
     made: int = 0
 
     def __call__(self, config: Any, log_path: Path, progress: Any) -> FakeEngine:

@@ -69,8 +69,29 @@ COLUMNS: tuple[tuple[str, type], ...] = (
     ("speedup_chars_s", float),
     ("run_dir", str),
     ("signature", str),
+    # Added with the like-for-like rule and the step split (issue 31); a results.csv
+    # written before lacks them and reads as None (:func:`read_results`).
+    ("model_runner", str),
+    ("async_scheduling", bool),
+    ("speedup_note", str),
+    ("step_ms", float),
+    ("draft_ms", float),
+    ("verify_ms", float),
+    ("step_timing", str),
+    ("timed_steps", int),
+    ("timer_us", float),
+    ("baseline_step_ms", float),
+    ("draft_cost", float),
+    ("draft_target_steps", float),
+    ("warning", str),
+    ("plain_tok_s", float),
+    ("plain_tok_s_min", float),
+    ("plain_tok_s_max", float),
+    ("traced_over_plain", float),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+# The columns of the first format (before issue 31): a file with exactly these is read.
+FIRST_COLUMNS = COLUMN_NAMES[: COLUMN_NAMES.index("signature") + 1]
 _TYPES = dict(COLUMNS)
 
 Row = dict[str, Any]
@@ -104,6 +125,10 @@ def _parse(name: str, text: str, where: str) -> Any:
     try:
         if kind is list:
             return json.loads(text)
+        if kind is bool:
+            if text not in ("True", "False"):
+                raise ValueError(text)
+            return text == "True"
         return kind(text)
     except ValueError:
         raise TokenlensError(
@@ -117,14 +142,16 @@ def read_results(path: Path) -> list[Row]:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
-            if header is None or tuple(header) != COLUMN_NAMES:
+            if header is None or tuple(header) not in (COLUMN_NAMES, FIRST_COLUMNS):
                 raise TokenlensError(
                     f"{path}: not a tokenlens results.csv (header differs from docs/bench.md)"
                 )
+            names = tuple(header)
             return [
-                {
+                {name: None for name in COLUMN_NAMES}
+                | {
                     name: _parse(name, text, f"{path}:{lineno}")
-                    for name, text in zip(COLUMN_NAMES, cells, strict=True)
+                    for name, text in zip(names, cells, strict=True)
                 }
                 for lineno, cells in enumerate(reader, start=2)
             ]
@@ -132,3 +159,13 @@ def read_results(path: Path) -> list[Row]:
         raise TokenlensError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:  # wrong number of cells
         raise TokenlensError(f"{path}: malformed row ({exc})") from None
+
+
+def setup_label(row: Mapping[str, Any]) -> str:
+    """``V1, async off``: the model runner and async scheduling vLLM resolved for a case
+    (``runner unknown`` for a bench written before they were recorded)."""
+    runner, is_async = row.get("model_runner"), row.get("async_scheduling")
+    if runner is None and is_async is None:
+        return "runner unknown"
+    flag = "async ?" if is_async is None else ("async on" if is_async else "async off")
+    return f"{runner or 'runner ?'}, {flag}"

@@ -63,6 +63,10 @@ FORMATS: dict[str, Format] = {
     "cv": Format(".1%"),
     # Times to first token, wall times.
     "seconds": Format(".3f"),
+    # Step times and their parts (drafting, verification), in milliseconds.
+    "ms": Format(".2f"),
+    # The step timer's own cost per step, in microseconds.
+    "us": Format(".1f"),
 }
 
 LANG_ORDER = ("ja", "en")

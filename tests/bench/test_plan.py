@@ -131,7 +131,7 @@ def test_vllm_check_names_the_bad_key(  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("name", ["demo-cpu.toml", "qwen35-rtx4070.toml"])
+@pytest.mark.parametrize("name", ["demo-cpu.toml", "qwen35-rtx4070.toml", "gpu-real-h200.toml"])
 def test_shipped_plans_pass_vllm_check(name: str) -> None:
     plan = validated_plan(REPO / "plans" / name)
     assert plan.cases
@@ -153,3 +153,24 @@ def test_qwen35_plan_is_the_original_series() -> None:
         for c in plan.cases
         if c.method.method == "dflash"
     )
+
+
+def test_gpu_real_h200_plan_compares_like_for_like() -> None:
+    """The H200 plan (issue 31): both baselines, the drafters, both batch sizes."""
+    plan = load_plan(REPO / "plans" / "gpu-real-h200.toml")
+    combos = {(c.method.name, c.k, c.concurrency, c.lang) for c in plan.cases}
+    for conc in (1, 32):
+        for lang in ("ja", "en"):
+            assert {("baseline", 0, conc, lang), ("baseline-v1", 0, conc, lang)} <= combos
+            assert {("draft", k, conc, lang) for k in (1, 3, 5)} <= combos
+            assert ("ngram", 3, conc, lang) in combos
+    methods = {m.name: m for m in plan.methods}
+    assert methods["baseline-v1"].env == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    assert methods["baseline-v1"].engine == {"async_scheduling": False}
+    assert methods["baseline"].env == {} and methods["baseline"].engine == {}
+    assert methods["ngram"].options == {"prompt_lookup_min": 1, "prompt_lookup_max": 4}
+    assert methods["draft"].draft_model == "qwen2.5-coder-0.5b-instruct"
+    assert plan.models[0].path == "qwen2.5-coder-1.5b-instruct"
+    assert (plan.warmup, plan.repeats, plan.sampling.max_tokens) == (1, 2, 128)
+    assert {c.corpus.path.name for c in plan.cases} == {"prompts.jsonl"}
+    assert {len(c.prompts) for c in plan.cases if c.concurrency == 32} == {32}

@@ -29,10 +29,22 @@ characters of Japanese but ~4 of English, so chars/s compares the languages by t
 delivered, tok/s by work done.
 - **acc**: vLLM's acceptance rate, accepted / draft tokens over the measured repeats; – for \
 the baseline, which drafts nothing.
-- **speedup**: tok/s (chars/s) over the baseline (no speculation) of the same model, corpus, \
-length and language; – when that baseline is missing.
+- **runner**: the model runner (V1, V2) and async scheduling vLLM resolved for the case's \
+engine.
+- **speedup**: tok/s (chars/s) over the baseline (no speculation) of the same model, \
+corpus, length, language and concurrency that ran on the same runner and async setting \
+(like for like); – when there is none (the note under the table says why).
+- **over**: the baseline each speed-up divides by.
 - **EN/JA**: English / Japanese of the same row.
 - **pos j**: unconditional acceptance at draft position j, accepted at j / drafts.
+- **step ms**: median time of one decoding step (the model runner's execute_model + \
+sample_tokens), from tokenlens's step timer in the worker; **drafting ms** the drafter's \
+part of it, **verification ms** the rest (target forward pass, sampling, bookkeeping); \
+**tokens/step** = 1 + accepted / drafts per request; **drafter cost** = drafting / the \
+like-for-like baseline's step, in target steps; **c** = that per drafted token; **timer \
+µs** the timer's own time per step.
+- **traced / plain**: tok/s with tokenlens tracing over tok/s of the same case on an engine \
+without the plugin (bench --compare-plain).
 - –: missing or does not apply.
 """
 
@@ -57,19 +69,27 @@ tokenlens 0.1.0 · vLLM 0.32.0 · 11 of 12 cases · 2026-01-02T03:04:05Z
 
 ### Output tokens per second
 
-| method | k | JA tok/s | EN tok/s | JA acc | EN acc | JA speedup | EN speedup | EN/JA |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|
-| baseline | 0 | 20.0 (19.5–20.4) | 25.0 (24.6–25.3) | – | – | 1.00× | 1.00× | 1.25 |
-| ngram | 3 | 22.0 (21.5–22.3) | 35.0 | 0.200 | 0.400 | 1.10× | 1.40× | 1.59 |
-| mtp | 2 | 31.2 (30.9–31.6) | 45.0 (44.1–45.9) | 0.360 | 0.500 | 1.56× | 1.80× | 1.44 |
+| method | k | runner | JA tok/s | EN tok/s | JA acc | EN acc | JA speedup | EN speedup | \
+EN/JA | over |
+|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|
+| baseline | 0 | runner unknown | 20.0 (19.5–20.4) | 25.0 (24.6–25.3) | – | – | 1.00× | \
+1.00× | 1.25 | – |
+| ngram | 3 | runner unknown | 22.0 (21.5–22.3) | 35.0 | 0.200 | 0.400 | 1.10× | 1.40× | \
+1.59 | baseline |
+| mtp | 2 | runner unknown | 31.2 (30.9–31.6) | 45.0 (44.1–45.9) | 0.360 | 0.500 | 1.56× | \
+1.80× | 1.44 | baseline |
 
 ### Output characters per second
 
-| method | k | JA chars/s | EN chars/s | JA acc | EN acc | JA speedup | EN speedup | EN/JA |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|
-| baseline | 0 | 30.0 (29.2–30.6) | 100.0 (98.4–101.2) | – | – | 1.00× | 1.00× | 3.33 |
-| ngram | 3 | 33.0 (32.3–33.4) | 140.0 | 0.200 | 0.400 | 1.10× | 1.40× | 4.24 |
-| mtp | 2 | 46.8 (46.4–47.4) | 180.0 (176.4–183.6) | 0.360 | 0.500 | 1.56× | 1.80× | 3.85 |
+| method | k | runner | JA chars/s | EN chars/s | JA acc | EN acc | JA speedup | EN speedup \
+| EN/JA | over |
+|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|
+| baseline | 0 | runner unknown | 30.0 (29.2–30.6) | 100.0 (98.4–101.2) | – | – | 1.00× | \
+1.00× | 3.33 | – |
+| ngram | 3 | runner unknown | 33.0 (32.3–33.4) | 140.0 | 0.200 | 0.400 | 1.10× | 1.40× | \
+4.24 | baseline |
+| mtp | 2 | runner unknown | 46.8 (46.4–47.4) | 180.0 (176.4–183.6) | 0.360 | 0.500 | 1.56× \
+| 1.80× | 3.85 | baseline |
 
 ### Acceptance by draft position (unconditional: accepted at j / drafts)
 
@@ -84,21 +104,23 @@ tokenlens 0.1.0 · vLLM 0.32.0 · 11 of 12 cases · 2026-01-02T03:04:05Z
 
 ### Output tokens per second
 
-| method | k | JA tok/s | EN tok/s | ZH tok/s | JA acc | EN acc | ZH acc | JA speedup | EN speedup \
-| ZH speedup | EN/JA |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-| baseline | 0 | 18.0 (17.0–18.5) | – | 19.0 (18.8–19.1) | – | – | – | 1.00× | – | 1.00× | – |
-| mtp | 2 | 27.0 (26.0–27.9) | 40.0 | 28.5 (28.0–29.0) | 0.300 | 0.450 | 0.330 | 1.50× | – | 1.50× \
-| 1.48 |
+| method | k | runner | JA tok/s | EN tok/s | ZH tok/s | JA acc | EN acc | ZH acc | JA \
+speedup | EN speedup | ZH speedup | EN/JA | over |
+|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|
+| baseline | 0 | runner unknown | 18.0 (17.0–18.5) | – | 19.0 (18.8–19.1) | – | – | – | \
+1.00× | – | 1.00× | – | – |
+| mtp | 2 | runner unknown | 27.0 (26.0–27.9) | 40.0 | 28.5 (28.0–29.0) | 0.300 | 0.450 | \
+0.330 | 1.50× | – | 1.50× | 1.48 | baseline |
 
 ### Output characters per second
 
-| method | k | JA chars/s | EN chars/s | ZH chars/s | JA acc | EN acc | ZH acc | JA speedup \
-| EN speedup | ZH speedup | EN/JA |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-| baseline | 0 | 27.0 (25.5–27.8) | – | 26.6 (26.3–26.7) | – | – | – | 1.00× | – | 1.00× | – |
-| mtp | 2 | 40.5 (39.0–41.9) | 164.0 | 39.9 (39.2–40.6) | 0.300 | 0.450 | 0.330 | 1.50× | – \
-| 1.50× | 4.05 |
+| method | k | runner | JA chars/s | EN chars/s | ZH chars/s | JA acc | EN acc | ZH acc | \
+JA speedup | EN speedup | ZH speedup | EN/JA | over |
+|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|
+| baseline | 0 | runner unknown | 27.0 (25.5–27.8) | – | 26.6 (26.3–26.7) | – | – | – | \
+1.00× | – | 1.00× | – | – |
+| mtp | 2 | runner unknown | 40.5 (39.0–41.9) | 164.0 | 39.9 (39.2–40.6) | 0.300 | 0.450 | \
+0.330 | 1.50× | – | 1.50× | 4.05 | baseline |
 
 ### Acceptance by draft position (unconditional: accepted at j / drafts)
 
@@ -140,7 +162,9 @@ def test_legend_explains_every_column(tmp_path: Path) -> None:
     text = results_markdown(roundtrip(synthetic_rows(), tmp_path), BENCH)
     tables, legend = text.split("## Legend\n")
     terms = _header_terms(tables)
-    assert terms == {"tok/s", "chars/s", "acc", "speedup", "EN/JA", "pos j", MISSING}
+    assert terms == {
+        "tok/s", "chars/s", "acc", "speedup", "EN/JA", "pos j", "runner", "over", MISSING
+    }  # fmt: skip
     explained = {line[2:].split(":")[0].strip("*") for line in legend.splitlines() if line}
     assert terms <= explained
 
@@ -184,7 +208,7 @@ def test_names_are_escaped_with_the_one_markdown_rule(tmp_path: Path) -> None:
     rows = roundtrip([piped], tmp_path)
     text = results_markdown(rows, {"plan": {"name": "p*q", "description": "one\ntwo <i>"}})
     assert "## qwen3-0.6b (bfloat16) · corpus a\\|b · length short" in text
-    assert "| n\\|g\\_\\<b\\> | 3 | 10.0 | – | – |" in text
+    assert "| n\\|g\\_\\<b\\> | 3 | runner unknown | 10.0 | – | – |" in text
     assert text.startswith("# tokenlens bench: p\\*q\n\none two \\<i\\>\n")
 
 
@@ -192,7 +216,7 @@ def test_duplicate_cases_are_named_not_dropped_silently(tmp_path: Path) -> None:
     first = bench_case("x1", WIKI, NGRAM, "ja", tok_s=10.0)
     again = bench_case("x2", WIKI, NGRAM, "ja", tok_s=11.0)
     text = results_markdown(roundtrip([first, again], tmp_path))
-    assert "| ngram | 3 | 10.0 | – | – |" in text
+    assert "| ngram | 3 | runner unknown | 10.0 | – | – |" in text
     assert "Not shown: case x2, same method, k and language as case x1." in text
 
 

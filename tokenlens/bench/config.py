@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tokenlens.bench.plan import BASELINE, Case, Plan
 from tokenlens.bench_results import Row
-from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig
+from tokenlens.engine.config import STEP_TIMER_ENV, EngineConfig, PromptJob, SamplingConfig
 from tokenlens.engine.runner import jobs_from_prompts
 from tokenlens.trace import TraceConfig, build_engine_config
 
 PREFIX_CACHING = "enable_prefix_caching"  # vLLM's engine argument
+# vLLM's plugin filter: an empty value loads no general plugin (``--compare-plain``).
+PLUGINS_ENV = "VLLM_PLUGINS"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,8 @@ class BenchConfig:
     cache: Path | None = None
     restart: bool = False
     argv: tuple[str, ...] = ()
+    # Case-id patterns (fnmatch) to run again without the tokenlens plugin; () none.
+    compare_plain: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,9 +71,9 @@ def trace_config(plan: Plan, case: Case, out: Path, cache: Path | None) -> Trace
         draft_model=m.draft_model,
         k=case.k if m.method != BASELINE else 3,
         spec_options=dict(m.options),
-        engine_options=dict(case.model.engine),
+        engine_options=engine_options(case),
         sampling=sampling_config(plan),
-        concurrency=plan.concurrency,
+        concurrency=case.concurrency,
         max_model_len=case.model.max_model_len,
         dtype=case.model.dtype,
         langs=(case.lang,),
@@ -79,22 +84,37 @@ def trace_config(plan: Plan, case: Case, out: Path, cache: Path | None) -> Trace
     )
 
 
-def engine_config(plan: Plan, case: Case, trace_dir: Path, cache: Path | None) -> EngineConfig:
+def engine_options(case: Case) -> dict[str, Any]:
+    """The case's vLLM engine arguments: the model's ``engine``, then the method's."""
+    return {**case.model.engine, **case.method.engine}
+
+
+def engine_config(
+    plan: Plan, case: Case, trace_dir: Path | None, cache: Path | None
+) -> EngineConfig:
     """The engine of ``case`` (shared by every case with the same engine key).
 
     vLLM's prefix cache is off unless the plan's ``engine`` table turns it on: the
     repeats of a case send the same prompts, and with the cache every repeat after the
-    first would skip its prefills, timing something no first request sees.
+    first would skip its prefills, timing something no first request sees. The
+    worker-side step timer (:mod:`tokenlens.capture.step_timer`) is on. ``trace_dir``
+    None: a *plain* engine, no tokenlens plugin loaded at all (``VLLM_PLUGINS=""``).
     """
-    base = build_engine_config(trace_config(plan, case, trace_dir, cache))
-    extra = {PREFIX_CACHING: False, **case.model.engine}
+    base = build_engine_config(trace_config(plan, case, trace_dir or Path("."), cache))
+    extra = {PREFIX_CACHING: False, **engine_options(case)}
     if case.model.quantization is not None:
         extra["quantization"] = case.model.quantization
+    env = dict(case.method.env)
+    if trace_dir is None:
+        env[PLUGINS_ENV] = ""
+    else:
+        env[STEP_TIMER_ENV] = "1"
     return replace(
         base,
-        trace_dir=str(trace_dir),
+        trace_dir=None if trace_dir is None else str(trace_dir),
         chat_template_kwargs={"enable_thinking": plan.sampling.thinking},
         extra={**base.extra, **extra},
+        env={**base.env, **env},
     )
 
 

@@ -32,8 +32,9 @@ from tokenlens.bench.config import (
     trace_config,
 )
 from tokenlens.bench.output import RUNS, BenchOutput
-from tokenlens.bench.plan import Case, Plan
-from tokenlens.bench.rows import Repeat, case_row, prefix_cache_note
+from tokenlens.bench.plan import BASELINE, Case, Plan
+from tokenlens.bench.rows import Repeat, case_row, plain_result, prefix_cache_note
+from tokenlens.bench.steps import step_split
 from tokenlens.bench_results import RESULTS_CSV, RESULTS_MD, Row
 from tokenlens.capture.events import load_id_map
 from tokenlens.capture.summary import served_engine_facts
@@ -62,8 +63,10 @@ def measure(
     case: Case,
     generate: Callable[[list[PromptJob]], GenerationResult],
     counters: Callable[[], SpecCounters],
-) -> tuple[list[Repeat], GenerationResult]:
-    """Warm-ups, then repeats; returns them and the first repeat's full result."""
+) -> tuple[list[Repeat], GenerationResult, list[tuple[float, float]]]:
+    """Warm-ups, then repeats; returns them, the first repeat's full result and the
+    repeats' wall-clock windows (where the engine reports them: the step timer's lines
+    inside them are the case's)."""
     for w in range(bench.plan.warmup):
         generate(case_jobs(bench.plan, case, f"w{w}", bench.plan.warmup_tokens))
     before = counters()
@@ -76,17 +79,22 @@ def measure(
             f"case {case.case_id}: per-repeat counters {summed} do not add up to the "
             f"case's counter difference {total}: is another client using the engine?"
         )
-    return repeats, results[0]
+    windows = [
+        (float(r.info["started_at"]), float(r.info["ended_at"]))
+        for r in results
+        if "started_at" in r.info and "ended_at" in r.info
+    ]
+    return repeats, results[0], windows
 
 
 def run_case(bench: BenchOutput, case: Case, backend: Backend, capture_dir: Path | None) -> Row:
     """Measure ``case`` on ``backend``, write its run directory, return its row."""
     plan, config = bench.plan, bench.config
     sampling = sampling_config(plan)
-    repeats, first = measure(
+    repeats, first, windows = measure(
         bench,
         case,
-        lambda jobs: backend.generate(jobs, sampling, plan.concurrency),
+        lambda jobs: backend.generate(jobs, sampling, case.concurrency),
         backend.counters,
     )
     tconf = trace_config(plan, case, config.out, config.cache)
@@ -101,7 +109,12 @@ def run_case(bench: BenchOutput, case: Case, backend: Backend, capture_dir: Path
     if engine is None and capture_dir is not None:
         engine = served_engine_facts(capture_dir)
     manifest["engine"] = engine  # how the engine ran (tokenlens.engine.facts)
-    return write_run(bench, case, manifest, first, capture_dir, repeats, backend.info.get("dtype"))
+    steps = step_split(capture_dir, windows, case.method.method != BASELINE)
+    manifest["bench_env"] = dict(case.method.env)
+    manifest["step_split"] = steps
+    return write_run(
+        bench, case, manifest, first, capture_dir, repeats, backend.info.get("dtype"), steps
+    )
 
 
 def write_run(
@@ -112,6 +125,7 @@ def write_run(
     capture_dir: Path | None,
     repeats: Sequence[Repeat],
     dtype: str | None,
+    steps: dict[str, Any] | None = None,
 ) -> Row:
     """The case's run directory (its first measured repeat) and its results row."""
     run_dir = bench.out / RUNS / case.slug
@@ -183,7 +197,16 @@ def write_run(
             f"({'; '.join(done.problems)}); run kept at {run_dir}"
         )
     rel = str(run_dir.relative_to(bench.out))
-    return case_row(case, bench.plan, repeats, rel, writer.manifest["signature"], dtype)
+    return case_row(
+        case,
+        bench.plan,
+        repeats,
+        rel,
+        writer.manifest["signature"],
+        dtype,
+        manifest.get("engine"),
+        steps,
+    )
 
 
 def _groups(cases: Sequence[Case]) -> list[list[Case]]:
@@ -212,6 +235,11 @@ def run_bench(
     :class:`~tokenlens.engine.backend.Backend`, measured the same way.
     """
     plan = validated_plan(config.plan, require_vllm=config.server is None)
+    if config.server is not None and config.compare_plain:
+        raise TokenlensError(
+            "--compare-plain starts local engines without the plugin; it cannot be used "
+            "with --server (run the server without TOKENLENS_TRACE_DIR and bench it again)"
+        )
     server = _server(config, plan, progress) if config.server is not None else None
     if server is None:  # a vLLM the hook cannot trace: one line before anything is written
         precheck_capture(trace_config(plan, plan.cases[0], config.out, config.cache), progress)
@@ -235,7 +263,37 @@ def run_bench(
                 progress.note(
                     f"done {case.case_id}: {row['tok_s']:.2f} tok/s{_cached(bench, case)}"
                 )
+    if server is None:
+        run_plain(bench, start)
     return _finish(bench, resumed)
+
+
+def run_plain(bench: BenchOutput, start: StartBackend) -> None:
+    """``--compare-plain``: the chosen cases again on engines without the tokenlens
+    plugin (``VLLM_PLUGINS=""``, no trace directory), same plan and settings; each
+    case's tok/s goes to ``runs/<case>/plain.json`` and beside its traced tok/s."""
+    chosen = bench.plain_pending()
+    if not chosen:
+        return
+    plan, config = bench.plan, bench.config
+    sampling = sampling_config(plan)
+    bench.progress.stage("plain", total=_requests_total(plan, chosen), unit="req")
+    for group in _groups(chosen):
+        first = group[0]
+        slug = f"{first.model.name}.{first.label}.plain"
+        econf = engine_config(plan, first, None, config.cache)
+        log = config.out / "logs" / f"{slug}.log"
+        bench.progress.note(f"starting vLLM without tokenlens for {slug} (log: {log})")
+        with start(econf, log, bench.progress) as backend:
+            for case in group:
+
+                def generate(jobs: list[PromptJob], c: Case = case) -> GenerationResult:
+                    return backend.generate(jobs, sampling, c.concurrency)
+
+                repeats, _, _ = measure(bench, case, generate, backend.counters)
+                data = plain_result(repeats, backend.info.get("engine"))
+                bench.finish_plain(case, data)
+                bench.progress.note(f"plain {case.case_id}: {data['tok_s']:.2f} tok/s")
 
 
 def _cached(bench: BenchOutput, case: Case) -> str:

@@ -8,6 +8,7 @@ newer tokenlens. Measuring a case is :mod:`tokenlens.bench.measure`'s.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import platform
 import shutil
@@ -16,7 +17,7 @@ from typing import Any
 from tokenlens import __version__
 from tokenlens.bench.config import BenchConfig
 from tokenlens.bench.plan import Case, Plan
-from tokenlens.bench.rows import with_speedups
+from tokenlens.bench.rows import with_plain, with_speedups
 from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, RESULTS_MD, Row, write_results
 from tokenlens.errors import TokenlensError
 from tokenlens.format_version import BENCH, check_readable, stamp
@@ -25,6 +26,7 @@ from tokenlens.rundir import CAPTURE, now_iso, write_json_atomic
 from tokenlens.signature import make_signature
 
 CASE_JSON = "case.json"
+PLAIN_JSON = "plain.json"  # the case measured again without the plugin
 RUNS = "runs"
 
 
@@ -39,6 +41,8 @@ class BenchOutput:
         self.rows: dict[str, Row] = {}
         # case id -> whether its measured repeats hit vLLM's prefix cache (this session)
         self.prefix_cache: dict[str, dict[str, Any]] = {}
+        # case id -> the case measured again without the plugin (--compare-plain)
+        self.plain: dict[str, dict[str, Any]] = {}
         self.vllm_version = "unknown"
         self.created_at = now_iso()
 
@@ -76,6 +80,9 @@ class BenchOutput:
             row_path = out / RUNS / case.slug / CASE_JSON
             if row_path.exists():
                 self.rows[case.case_id] = json.loads(row_path.read_text(encoding="utf-8"))
+            plain_path = out / RUNS / case.slug / PLAIN_JSON
+            if plain_path.exists():
+                self.plain[case.case_id] = json.loads(plain_path.read_text(encoding="utf-8"))
         self.write_info(status="partial")
         return len(self.rows)
 
@@ -88,7 +95,9 @@ class BenchOutput:
             "plan_sha": plan.sha256[:12],
             "repeats": plan.repeats,
             "warmup": plan.warmup,
-            "conc": plan.concurrency,
+            "conc": ",".join(str(c) for c in plan.concurrencies)
+            if len(plan.concurrencies) > 1
+            else plan.concurrency,
             "server": "yes" if self.config.server else "no",
         }
         write_json_atomic(
@@ -124,9 +133,29 @@ class BenchOutput:
         self.write_info(status="partial")
         self.write_tables()
 
+    def plain_pending(self) -> list[Case]:
+        """Finished cases ``--compare-plain`` chose that have no plain measurement yet."""
+        patterns = self.config.compare_plain
+        return [
+            c
+            for c in self.plan.cases
+            if c.case_id in self.rows
+            and c.case_id not in self.plain
+            and any(fnmatch.fnmatchcase(c.case_id, p) for p in patterns)
+        ]
+
+    def finish_plain(self, case: Case, data: dict[str, Any]) -> None:
+        write_json_atomic(self.out / RUNS / case.slug / PLAIN_JSON, data)
+        self.plain[case.case_id] = data
+        self.write_tables()
+
     def ordered_rows(self) -> list[Row]:
         return with_speedups(
-            [self.rows[c.case_id] for c in self.plan.cases if c.case_id in self.rows]
+            [
+                with_plain(self.rows[c.case_id], self.plain.get(c.case_id))
+                for c in self.plan.cases
+                if c.case_id in self.rows
+            ]
         )
 
     def write_tables(self) -> None:

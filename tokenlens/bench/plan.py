@@ -11,20 +11,20 @@ The format is documented in docs/bench.md.
 from __future__ import annotations
 
 import hashlib
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokenlens.bench.plan_table import Table as _Table
+from tokenlens.bench.plan_table import unique, where_of
 from tokenlens.engine.config import METHODS_WITH_DRAFT_MODEL
 from tokenlens.engine.options import RESERVED
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import Prompt, normalise_lang, read_prompts
 
 BASELINE = "none"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,11 @@ class MethodEntry:
     k: tuple[int, ...] = (0,)
     draft_model: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # vLLM engine arguments for this method's engines (over the model's ``engine``),
+    # and environment variables of its engine processes: e.g. a baseline forced onto
+    # the V1 model runner without async scheduling, to compare like with like.
+    engine: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class CorpusEntry:
     langs: tuple[str, ...] = ("ja", "en")
     lengths: tuple[str, ...] | None = None
     limit: int | None = None
+    # Requests in flight for this corpus's cases (None: the [bench] concurrency).
+    concurrency: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,9 @@ class Case:
     length: str
     lang: str
     prompts: tuple[Prompt, ...]
+    concurrency: int = 1
+    # The plan lists several concurrencies: the case id names this one (``/c32``).
+    tag_concurrency: bool = False
 
     @property
     def label(self) -> str:
@@ -98,6 +108,8 @@ class Case:
     @property
     def case_id(self) -> str:
         parts = [self.model.name, self.label, self.corpus.name, self.length or "all", self.lang]
+        if self.tag_concurrency:
+            parts.append(f"c{self.concurrency}")
         return "/".join(parts)
 
     @property
@@ -122,7 +134,7 @@ class Plan:
     warmup: int
     warmup_tokens: int | None  # cap on warm-up requests' max_tokens (None: as measured)
     repeats: int
-    concurrency: int
+    concurrency: int  # the first of ``concurrencies``
     chat: bool
     sampling: Sampling
     models: tuple[ModelEntry, ...]
@@ -130,100 +142,13 @@ class Plan:
     corpora: tuple[CorpusEntry, ...]
     cases: tuple[Case, ...]
     raw: dict[str, Any]
-
-
-class _Table:
-    """Typed access to one TOML table; every error names the table and the key."""
-
-    def __init__(self, where: str, data: Any, known: set[str]) -> None:
-        if not isinstance(data, dict):
-            raise TokenlensError(f"{where} must be a table")
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise TokenlensError(
-                f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
-            )
-        self.where = where
-        self.data = data
-
-    def fail(self, key: str, message: str) -> TokenlensError:
-        return TokenlensError(f"{self.where}.{key}: {message}")
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-        if key not in self.data:
-            return default
-        value = self.data[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds:
-            raise self.fail(key, f"expected {_kind_name(kinds)}, got a boolean")
-        if not isinstance(value, kinds):
-            raise self.fail(key, f"expected {_kind_name(kinds)}, got {type(value).__name__}")
-        return value
-
-    def require(self, key: str, kind: type | tuple[type, ...]) -> Any:
-        if key not in self.data:
-            raise self.fail(key, "missing (required)")
-        return self.get(key, kind)
-
-    def name(self, key: str = "name") -> str:
-        value: str = self.require(key, str)
-        if not _NAME.match(value):
-            raise self.fail(key, f"{value!r} must be letters, digits, '.', '_' or '-'")
-        return value
-
-    def positive(self, key: str, default: int, minimum: int = 1) -> int:
-        value: int = self.get(key, int, default)
-        if value < minimum:
-            raise self.fail(key, f"must be at least {minimum}, got {value}")
-        return value
-
-    def strings(self, key: str, default: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        value = self.get(key, list, None)
-        if value is None:
-            return default
-        if not value or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(key, "expected a non-empty list of strings")
-        return tuple(value)
-
-    def table(self, key: str) -> dict[str, Any]:
-        value: dict[str, Any] = self.get(key, dict, {})
-        return dict(value)
-
-
-def _where(kind: str, i: int, data: Any) -> str:
-    """``[[method]] 'ngram'`` when the entry has a usable name, else ``[[method]] #2``."""
-    name = data.get("name") if isinstance(data, dict) else None
-    if isinstance(name, str) and _NAME.match(name):
-        return f"[[{kind}]] {name!r}"
-    return f"[[{kind}]] #{i + 1}"
-
-
-def _kind_name(kinds: tuple[type, ...]) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-    names |= {list: "a list", dict: "a table"}
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
-def _unique(where: str, names: list[str]) -> None:
-    seen: set[str] = set()
-    for n in names:
-        if n in seen:
-            raise TokenlensError(f"{where}: name {n!r} is used twice")
-        seen.add(n)
+    concurrencies: tuple[int, ...] = (1,)
 
 
 def _model(i: int, data: Any) -> ModelEntry:
-    known = {"name", "path", "dtype", "quantization", "load_format", "max_model_len"}
-    t = _Table(_where("model", i, data), data, known | {"methods", "engine"})
+    t = _Table(where_of("model", i, data), data, _MODEL_KEYS | {"methods", "engine"})
     name = t.name()
-    engine = t.table("engine")
-    for key in sorted(engine):
-        if key in known or key in RESERVED:
-            raise t.fail(
-                f"engine.{key}",
-                "tokenlens sets it"
-                + (" from the model's own key of that name" if key in known else ""),
-            )
+    engine = _engine_table(t)
     return ModelEntry(
         name=name,
         path=t.require("path", str),
@@ -236,16 +161,43 @@ def _model(i: int, data: Any) -> ModelEntry:
     )
 
 
+_MODEL_KEYS = {"name", "path", "dtype", "quantization", "load_format", "max_model_len"}
+
+
+def _engine_table(t: _Table) -> dict[str, Any]:
+    """An ``engine`` table: vLLM engine arguments other than those tokenlens sets."""
+    engine = t.table("engine")
+    for key in sorted(engine):
+        if key in _MODEL_KEYS or key in RESERVED:
+            raise t.fail(
+                f"engine.{key}",
+                "tokenlens sets it"
+                + (" from the model's own key of that name" if key in _MODEL_KEYS else ""),
+            )
+    return engine
+
+
+def _env_table(t: _Table) -> dict[str, str]:
+    """An ``env`` table: environment variables of the engine's processes (strings)."""
+    env = t.table("env")
+    for key, value in env.items():
+        if not key or not isinstance(value, str):
+            raise t.fail(f"env.{key}", 'expected a string value (TOML quotes: "0")')
+    return env
+
+
 def _method(i: int, data: Any) -> MethodEntry:
-    t = _Table(_where("method", i, data), data, {"name", "method", "k", "draft_model", "options"})
+    known = {"name", "method", "k", "draft_model", "options", "engine", "env"}
+    t = _Table(where_of("method", i, data), data, known)
     name = t.name()
     method: str = t.require("method", str)
     draft = t.get("draft_model", str, None)
     options = t.table("options")
+    engine, env = _engine_table(t), _env_table(t)
     if method == BASELINE:
         if "k" in t.data or draft is not None or options:
             raise t.fail("method", "a baseline ('none') takes no k, draft_model or options")
-        return MethodEntry(name, method)
+        return MethodEntry(name, method, engine=engine, env=env)
     raw_k = t.require("k", (int, list))
     ks = [raw_k] if isinstance(raw_k, int) else raw_k
     if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks):
@@ -261,11 +213,12 @@ def _method(i: int, data: Any) -> MethodEntry:
             raise t.fail(
                 f"options.{key}", "set it with the method's own key (method, k, draft_model)"
             )
-    return MethodEntry(name, method, tuple(ks), draft, options)
+    return MethodEntry(name, method, tuple(ks), draft, options, engine, env)
 
 
 def _corpus(i: int, data: Any, base: Path) -> CorpusEntry:
-    t = _Table(_where("corpus", i, data), data, {"name", "path", "langs", "lengths", "limit"})
+    known = {"name", "path", "langs", "lengths", "limit", "concurrency"}
+    t = _Table(where_of("corpus", i, data), data, known)
     name = t.name()
     path = Path(t.require("path", str))
     if not path.is_absolute():
@@ -281,6 +234,7 @@ def _corpus(i: int, data: Any, base: Path) -> CorpusEntry:
         langs=tuple(normalise_lang(x) for x in t.strings("langs", ("ja", "en")) or ("ja", "en")),
         lengths=t.strings("lengths", None),
         limit=limit,
+        concurrency=_concurrencies(t) if "concurrency" in t.data else None,
     )
 
 
@@ -365,8 +319,9 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
         ("[[method]]", [m.name for m in methods]),
         ("[[corpus]]", [c.name for c in corpora]),
     ):
-        _unique(where, names)
+        unique(where, names)
     known_methods = {m.name: m for m in methods}
+    concurrencies = _concurrencies(bench)
     cases: list[Case] = []
     for model in models:
         chosen = (
@@ -378,10 +333,24 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
             for k in ks:
                 for corpus in corpora:
                     groups = _select(corpus, read_prompts(corpus.path))
+                    chosen_conc = corpus.concurrency or concurrencies
+                    tag = len(chosen_conc) > 1
                     for (length, lang), prompts in groups.items():
-                        cases.append(
-                            Case(len(cases), model, method, k, corpus, length, lang, tuple(prompts))
-                        )
+                        for conc in chosen_conc:
+                            cases.append(
+                                Case(
+                                    len(cases),
+                                    model,
+                                    method,
+                                    k,
+                                    corpus,
+                                    length,
+                                    lang,
+                                    tuple(prompts),
+                                    conc,
+                                    tag,
+                                )
+                            )
     return Plan(
         path=path,
         sha256=sha,
@@ -390,7 +359,7 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
         warmup=bench.positive("warmup", 1, minimum=0),
         warmup_tokens=bench.positive("warmup_tokens", 1) if "warmup_tokens" in bench.data else None,
         repeats=bench.positive("repeats", 5),
-        concurrency=bench.positive("concurrency", 1),
+        concurrency=concurrencies[0],
         chat=bench.get("chat", bool, True),
         sampling=_sampling(raw.get("sampling", {})),
         models=tuple(models),
@@ -398,7 +367,20 @@ def _build(path: Path, raw: dict[str, Any], sha: str) -> Plan:
         corpora=tuple(corpora),
         cases=tuple(cases),
         raw=raw,
+        concurrencies=tuple(sorted({c.concurrency for c in cases} or set(concurrencies))),
     )
+
+
+def _concurrencies(t: _Table) -> tuple[int, ...]:
+    """``concurrency = 4`` or ``concurrency = [1, 32]`` (one case per value), of
+    ``[bench]`` or of a ``[[corpus]]`` (which overrides the bench's for its cases)."""
+    value = t.get("concurrency", (int, list), 1)
+    values = [value] if isinstance(value, int) else value
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise t.fail("concurrency", "expected a positive integer or a list of them")
+    if any(v < 1 for v in values) or len(set(values)) != len(values):
+        raise t.fail("concurrency", f"values must be distinct and at least 1: {values}")
+    return tuple(values)
 
 
 def _chosen(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tokenlens.bench_results import Row
+from tokenlens.bench_results import Row, setup_label
 from tokenlens.format import MISSING, code, lang_order, md, md_table, num, qty, spread
 
 # The ratio column, when both languages are present: English over Japanese.
@@ -41,10 +41,22 @@ LEGEND = (
     "text delivered, tok/s by work done.",
     "- **acc**: vLLM's acceptance rate, accepted / draft tokens over the measured "
     "repeats; – for the baseline, which drafts nothing.",
+    "- **runner**: the model runner (V1, V2) and async scheduling vLLM resolved for the "
+    "case's engine.",
     "- **speedup**: tok/s (chars/s) over the baseline (no speculation) of the same model, "
-    "corpus, length and language; – when that baseline is missing.",
+    "corpus, length, language and concurrency that ran on the same runner and async "
+    "setting (like for like); – when there is none (the note under the table says why).",
+    "- **over**: the baseline each speed-up divides by.",
     "- **EN/JA**: English / Japanese of the same row.",
     "- **pos j**: unconditional acceptance at draft position j, accepted at j / drafts.",
+    "- **step ms**: median time of one decoding step (the model runner's execute_model + "
+    "sample_tokens), from tokenlens's step timer in the worker; **drafting ms** the "
+    "drafter's part of it, **verification ms** the rest (target forward pass, sampling, "
+    "bookkeeping); **tokens/step** = 1 + accepted / drafts per request; **drafter cost** "
+    "= drafting / the like-for-like baseline's step, in target steps; **c** = that per "
+    "drafted token; **timer µs** the timer's own time per step.",
+    "- **traced / plain**: tok/s with tokenlens tracing over tok/s of the same case on an "
+    "engine without the plugin (bench --compare-plain).",
     f"- {MISSING}: missing or does not apply.",
 )
 
@@ -61,18 +73,20 @@ def is_baseline(row: Mapping[str, Any]) -> bool:
 def group_key(row: Mapping[str, Any]) -> GroupKey:
     """What a group of comparable cases shares: model, dtype, quantization, corpus,
     length (the matrix varies method, k and language within it)."""
-    fields = ("model", "dtype", "quantization", "corpus", "length")
+    fields = ("model", "dtype", "quantization", "corpus", "length", "concurrency")
     return tuple("" if row.get(f) is None else str(row[f]) for f in fields)
 
 
 def group_label(row: Mapping[str, Any]) -> str:
     """``qwen3 (bfloat16, awq) · corpus wiki · length short``, empty parts left out."""
-    model, dtype, quantization, corpus, length = group_key(row)
+    model, dtype, quantization, corpus, length, concurrency = group_key(row)
     setup = ", ".join(x for x in (dtype, quantization) if x)
     parts = [f"{model or MISSING}" + (f" ({setup})" if setup else "")]
     parts += [
         f"{name} {value}" for name, value in (("corpus", corpus), ("length", length)) if value
     ]
+    if concurrency not in ("", "1"):
+        parts.append(f"concurrency {concurrency}")
     return " · ".join(parts)
 
 
@@ -130,17 +144,40 @@ class BenchGroup:
     def ratio(self) -> bool:
         return all(lang in self.langs for lang in RATIO)
 
+    def setup(self, variant: Row) -> str:
+        """The variant's runner and async setting (all its languages', if they differ)."""
+        labels = [setup_label(r) for r in self.rows_of(variant)]
+        return md(" / ".join(dict.fromkeys(labels)) or MISSING)
+
+    def rows_of(self, variant: Row) -> list[Row]:
+        found = [self.cells.get((variant_key(variant), lang)) for lang in self.langs]
+        return [r for r in found if r is not None]
+
+    def over(self, variant: Row) -> str:
+        """The method labels of the baselines the variant's speed-ups divide by."""
+        if is_baseline(variant):
+            return MISSING
+        names = {
+            r["baseline_case_id"]: r for r in self.rows_of(variant) if r.get("baseline_case_id")
+        }
+        labels = []
+        for case_id in names:
+            base = next((r for r in self.cells.values() if r.get("case_id") == case_id), None)
+            labels.append(method_name(base) if base is not None else str(case_id))
+        return md(", ".join(dict.fromkeys(labels)) or MISSING)
+
     def metric_table(self, value: str, speedup_col: str, unit: str) -> list[str]:
         langs = self.langs
-        header = ["method", "k"]
+        header = ["method", "k", "runner"]
         header += [f"{md(lang.upper())} {unit}" for lang in langs]
         header += [f"{md(lang.upper())} acc" for lang in langs]
         header += [f"{md(lang.upper())} speedup" for lang in langs]
         if self.ratio():
             header.append("/".join(lang.upper() for lang in RATIO))
+        header.append("over")
         body = []
         for variant in self.variants:
-            cells = [md(method_name(variant)), str(variant_key(variant)[1])]
+            cells = [md(method_name(variant)), str(variant_key(variant)[1]), self.setup(variant)]
             for lang in langs:
                 row = self.cells.get((variant_key(variant), lang)) or {}
                 cells.append(
@@ -156,8 +193,9 @@ class BenchGroup:
             if self.ratio():
                 top, bottom = (self.get(variant, lang, value) for lang in RATIO)
                 cells.append(num(top / bottom if top is not None and bottom else None, "ratio"))
+            cells.append(self.over(variant))
             body.append(cells)
-        return md_table(header, body, right=range(1, len(header)))
+        return md_table(header, body, right=[1, *range(3, len(header) - 1)])
 
     def position_table(self) -> list[str]:
         body: list[list[str]] = []
@@ -180,10 +218,93 @@ class BenchGroup:
         title = "### Acceptance by draft position (unconditional: accepted at j / drafts)"
         return [title, "", *md_table(header, body, right=[1, *range(3, len(header))])]
 
+    def ordered_rows(self) -> list[Row]:
+        """The group's cases, variant by variant, languages in order."""
+        return [r for variant in self.variants for r in self.rows_of(variant)]
+
+    def step_table(self) -> list[str]:
+        """The step split per case: where a step's time goes, and the drafter's cost."""
+        rows = [r for r in self.ordered_rows() if r.get("step_timing") is not None]
+        if not rows:
+            return []
+        header = ["method", "k", "lang", "runner", "step ms", "drafting ms"]
+        header += ["verification ms", "tokens/step", "drafter cost", "c", "timer µs"]
+        body = [
+            [
+                md(method_name(r)),
+                str(variant_key(r)[1]),
+                md(lang_of(r)),
+                md(setup_label(r)),
+                num(r.get("step_ms"), "ms"),
+                num(r.get("draft_ms"), "ms"),
+                num(r.get("verify_ms"), "ms"),
+                num(1.0 if is_baseline(r) else r.get("mean_acceptance_length"), "per_step"),
+                num(r.get("draft_target_steps"), "ratio"),
+                num(r.get("draft_cost"), "cost"),
+                num(r.get("timer_us"), "us"),
+            ]
+            for r in rows
+        ]
+        sources = sorted({str(r["step_timing"]) for r in rows if r.get("step_ms") is not None})
+        how = (
+            f"Timed with {md(', '.join(sources))} in the model runner's process." if sources else ""
+        )
+        missing = [
+            f"{md(r.get('case_id'))}: {md(r.get('step_timing'))}"
+            for r in rows
+            if r.get("draft_ms") is None and not is_baseline(r)
+        ]
+        lines = ["### Step time split (median over the decode steps of the measured repeats)", ""]
+        lines += md_table(header, body, right=[1, *range(4, len(header))])
+        if how:
+            lines += [how, ""]
+        if missing:
+            lines += ["Split unavailable: " + "; ".join(missing) + ".", ""]
+        return lines
+
+    def plain_table(self) -> list[str]:
+        """Traced vs plain tok/s of the cases ``--compare-plain`` ran again."""
+        rows = [r for r in self.ordered_rows() if r.get("plain_tok_s") is not None]
+        if not rows:
+            return []
+        header = ["method", "k", "lang", "traced tok/s", "plain tok/s", "traced / plain"]
+        body = [
+            [
+                md(method_name(r)),
+                str(variant_key(r)[1]),
+                md(lang_of(r)),
+                spread(r.get("tok_s"), r.get("tok_s_min"), r.get("tok_s_max"), "throughput"),
+                spread(
+                    r.get("plain_tok_s"),
+                    r.get("plain_tok_s_min"),
+                    r.get("plain_tok_s_max"),
+                    "throughput",
+                ),
+                num(r.get("traced_over_plain"), "ratio"),
+            ]
+            for r in rows
+        ]
+        title = "### Traced vs plain (the same cases on an engine without tokenlens)"
+        return [title, "", *md_table(header, body, right=[1, 3, 4, 5])]
+
+    def notes(self) -> list[str]:
+        """Warnings (slower than the like-for-like baseline) and missing speed-ups."""
+        lines = []
+        for r in self.ordered_rows():
+            if r.get("warning"):
+                lines.append(f"- **Slower than its baseline**: {md(r['warning'])}.")
+            elif r.get("speedup_note") and not is_baseline(r):
+                lines.append(f"- {md(r.get('case_id'))}: {md(r['speedup_note'])}.")
+        return [*lines, ""] if lines else []
+
     def markdown(self) -> list[str]:
         lines = [f"## {md(self.label)}", ""]
         for title, value, speedup_col, unit in _METRICS:
             lines += [f"### {title}", "", *self.metric_table(value, speedup_col, unit)]
+            if value == "tok_s":
+                lines += self.notes()
+        lines += self.step_table()
+        lines += self.plain_table()
         lines += self.position_table()
         for row, kept in self.duplicates:
             lines += [

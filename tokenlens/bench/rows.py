@@ -7,13 +7,14 @@ the engine: the tests build rows from made-up repeats.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tokenlens.bench.plan import BASELINE, Case, Plan
-from tokenlens.bench_results import Row
+from tokenlens.bench_results import Row, setup_label
 from tokenlens.engine.results import GeneratedRequest, SpecCounters
+from tokenlens.format import num
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,15 @@ def case_row(
     run_dir: str,
     signature: str,
     dtype: str | None,
+    engine: Mapping[str, Any] | None = None,
+    steps: Mapping[str, Any] | None = None,
 ) -> Row:
-    """The results row of a measured case (speedups are filled in by :func:`with_speedups`)."""
+    """The results row of a measured case (speedups are filled in by :func:`with_speedups`).
+
+    ``engine``: the engine facts vLLM resolved (:mod:`tokenlens.engine.facts`), whose
+    model runner and async scheduling decide which baseline is like for like;
+    ``steps``: the step split (:func:`tokenlens.bench.steps.step_split`).
+    """
     tok_s = [r.tokens / r.wall_s for r in repeats]
     chars_s = [r.chars / r.wall_s for r in repeats]
     bytes_s = [r.bytes / r.wall_s for r in repeats]
@@ -118,7 +126,7 @@ def case_row(
         "prompts": len(case.prompts),
         "warmup": plan.warmup,
         "repeats": len(repeats),
-        "concurrency": plan.concurrency,
+        "concurrency": case.concurrency,
         "output_tokens": int(statistics.median(r.tokens for r in repeats)),
         "output_chars": int(statistics.median(r.chars for r in repeats)),
         "output_bytes": int(statistics.median(r.bytes for r in repeats)),
@@ -142,23 +150,142 @@ def case_row(
         "acceptance_per_position": None if baseline else per_pos,
         "run_dir": run_dir,
         "signature": signature,
+        "model_runner": (engine or {}).get("model_runner"),
+        "async_scheduling": (engine or {}).get("async_scheduling"),
+        **{key: (steps or {}).get(key) for key in STEP_COLUMNS},
     }
 
 
+def plain_result(repeats: Sequence[Repeat], engine: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A case measured again without the plugin (``plain.json``): its tok/s and how the
+    engine ran."""
+    tok_s = [r.tokens / r.wall_s for r in repeats]
+    return {
+        "tok_s": statistics.median(tok_s),
+        "tok_s_min": min(tok_s),
+        "tok_s_max": max(tok_s),
+        "repeats": [{"wall_seconds": r.wall_s, "output_tokens": r.tokens} for r in repeats],
+        "counters": sum((r.counters for r in repeats), SpecCounters()).to_json(),
+        "model_runner": (engine or {}).get("model_runner"),
+        "async_scheduling": (engine or {}).get("async_scheduling"),
+        "plugins": "none (VLLM_PLUGINS='')",
+    }
+
+
+def with_plain(row: Row, plain: Mapping[str, Any] | None) -> Row:
+    """``row`` with its plain (untraced) tok/s beside the traced one, if measured."""
+    if plain is None:
+        return row
+    out = {**row, **{f"plain_{k}": plain.get(k) for k in ("tok_s", "tok_s_min", "tok_s_max")}}
+    base = plain.get("tok_s")
+    out["traced_over_plain"] = row["tok_s"] / base if base and row.get("tok_s") else None
+    return out
+
+
+# The step split's columns, as :func:`tokenlens.bench.steps.step_split` names them.
+STEP_COLUMNS = ("step_ms", "draft_ms", "verify_ms", "step_timing", "timed_steps", "timer_us")
+
+
+def _setup(row: Mapping[str, Any]) -> tuple[Any, Any]:
+    return (row.get("model_runner"), row.get("async_scheduling"))
+
+
+def like_for_like(row: Row, baselines: Sequence[Row]) -> tuple[Row | None, str | None]:
+    """The baseline ``row``'s speed-up divides by, and a note (why none, or a caveat).
+
+    Only a baseline that ran on the same model runner and async scheduling as the case
+    counts: a speed-up across runners would credit speculative decoding with (or blame
+    it for) the runner's own speed. The first such baseline in plan order wins.
+    """
+    if row["method"] == BASELINE:
+        return row, None
+    same = [b for b in baselines if _setup(b) == _setup(row)]
+    if same:
+        unknown = _setup(row) == (None, None)
+        note = "model runner and async scheduling not recorded: like for like not checked"
+        return same[0], note if unknown else None
+    if not baselines:
+        return None, "no baseline (method none) of this model, corpus, length and language"
+    others = ", ".join(f"{b['method_label']} ({setup_label(b)})" for b in baselines)
+    return None, (
+        f"no baseline ran on {setup_label(row)} (baselines: {others}); add one with the "
+        "case's runner and async setting ([[method]] engine/env)"
+    )
+
+
 def with_speedups(rows: Sequence[Row]) -> list[Row]:
-    """Rows with speedup over the baseline of the same model, corpus, length and language."""
+    """Rows with speedup over the like-for-like baseline (:func:`like_for_like`) of the
+    same model, corpus, length, language and concurrency, the drafter's cost measured
+    against that baseline's step, and a warning for each case slower than it."""
 
     def key(row: Row) -> tuple[Any, ...]:
-        return (row["model"], row["corpus"], row["length"], row["lang"])
+        return (row["model"], row["corpus"], row["length"], row["lang"], row.get("concurrency"))
 
-    baselines = {key(r): r for r in rows if r["method"] == BASELINE}
+    baselines: dict[tuple[Any, ...], list[Row]] = {}
+    for r in rows:
+        if r["method"] == BASELINE:
+            baselines.setdefault(key(r), []).append(r)
     out = []
     for row in rows:
-        base = baselines.get(key(row))
+        base, note = like_for_like(row, baselines.get(key(row), []))
         row = dict(row)
         row["baseline_case_id"] = base["case_id"] if base is not None else None
+        row["speedup_note"] = note
         for col in ("tok_s", "chars_s"):
             ok = base is not None and base[col] and row[col] is not None
             row[f"speedup_{col}"] = row[col] / base[col] if ok and base is not None else None
+        row.update(cost_model(row, base))
+        row["warning"] = slowdown_warning(row, base)
         out.append(row)
     return out
+
+
+def cost_model(row: Row, base: Row | None) -> dict[str, float | None]:
+    """The drafter's cost against a target step: the like-for-like baseline's median
+    step time; ``draft_target_steps`` = drafting time / that step, ``draft_cost`` (c)
+    = the same per drafted token (Leviathan et al.'s c). None where not measured."""
+    target = base.get("step_ms") if base is not None else None
+    draft, k = row.get("draft_ms"), row.get("k") or 0
+    steps = draft / target if draft is not None and target else None
+    return {
+        "baseline_step_ms": target,
+        "draft_target_steps": steps,
+        "draft_cost": steps / k if steps is not None and k and row["method"] != BASELINE else None,
+    }
+
+
+def slowdown_warning(row: Row, base: Row | None) -> str | None:
+    """One line when a speculative case is slower than its like-for-like baseline,
+    naming the part of the step that costs (None: not slower, or no such baseline)."""
+    speedup = row.get("speedup_tok_s")
+    if row["method"] == BASELINE or base is None or speedup is None or speedup >= 1.0:
+        return None
+    head = (
+        f"{row['method_label']} k={row['k']} ({setup_label(row)}) runs at "
+        f"{num(speedup, 'speedup')}x the tok/s of {base['method_label']}"
+    )
+    step, draft, verify = row.get("step_ms"), row.get("draft_ms"), row.get("verify_ms")
+    if step is None or draft is None or verify is None:
+        why = row.get("step_timing") or "no step times were recorded"
+        return f"{head}; the step split is unavailable: {why}"
+    target = row.get("baseline_step_ms")
+    per_step = row.get("mean_acceptance_length")
+    yields = f", and a step yields {num(per_step, 'per_step')} tokens" if per_step else ""
+    if not target:
+        return (
+            f"{head}: drafting takes {_ms(draft)} of a {_ms(step)} step (verification "
+            f"{_ms(verify)}); the baseline's step time is unknown{yields}"
+        )
+    if draft >= verify - target:
+        return (
+            f"{head}: drafting takes {_ms(draft)} of a {_ms(step)} step: the drafter costs "
+            f"{draft / target:.1f} target steps of {_ms(target)}{yields}"
+        )
+    return (
+        f"{head}: verification takes {_ms(verify)} of a {_ms(step)} step, "
+        f"{verify / target:.1f} target steps of {_ms(target)} (drafting {_ms(draft)}){yields}"
+    )
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms"

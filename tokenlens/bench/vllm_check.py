@@ -71,6 +71,8 @@ def check_plan(plan: Plan, vocab: VllmVocabulary) -> list[str]:
             )
         for key in sorted(set(method.options) - vocab.speculative_keys):
             problems.append(f"{where}.options.{key}: not a field of vLLM's SpeculativeConfig")
+        for key in sorted(set(method.engine) - vocab.engine_keys):
+            problems.append(f"{where}.engine.{key}: not an argument of vLLM's EngineArgs")
     for model in plan.models:
         where = f"[[model]] {model.name!r}"
         if model.dtype not in vocab.dtypes:

@@ -59,7 +59,7 @@ from tokenlens.capture.surface import (
     check_sources,
 )
 from tokenlens.capture.tiers import REFUSED, UNTESTED, Tier, tier_for
-from tokenlens.engine.config import TRACE_DIR_ENV
+from tokenlens.engine.config import STEP_TIMER_ENV, TRACE_DIR_ENV
 from tokenlens.engine.facts import config_facts
 from tokenlens.engine.vllm_source import directory_reader
 
@@ -77,6 +77,8 @@ def register() -> None:
     directory = os.environ.get(TRACE_DIR_ENV)
     if not directory:
         return
+    if os.environ.get(STEP_TIMER_ENV):
+        _install_step_timer(directory)
     try:
         problem = install(directory)
     except Exception as exc:  # never break vLLM start-up
@@ -95,6 +97,16 @@ def _install_runner_hook(directory: str) -> None:
         install_when_imported(directory)
     except Exception as exc:  # never break vLLM start-up
         _vllm_logger().error("tokenlens: draft-id capture not installed: %r", exc)
+
+
+def _install_step_timer(directory: str) -> None:
+    """Opt-in step and drafting times, worker side (:mod:`.step_timer`)."""
+    try:
+        from tokenlens.capture.step_timer import install as install_timer
+
+        install_timer(directory)
+    except Exception as exc:  # never break vLLM start-up
+        _vllm_logger().error("tokenlens: step timer not installed: %r", exc)
 
 
 def _vllm_logger() -> logging.Logger:
@@ -236,8 +248,10 @@ def uninstall() -> None:
         _active.recorder.close()
     _active = None
     from tokenlens.capture.runner_drafts import unpatch
+    from tokenlens.capture.step_timer import unpatch as unpatch_timer
 
     unpatch()
+    unpatch_timer()
 
 
 def flush() -> None:

@@ -373,11 +373,11 @@ def flush() -> None:
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``callback(module)`` right after ``name`` is first imported."""
+    """Runs each of ``callbacks`` right after ``name`` is first imported."""
 
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
         self.name = name
-        self.callback = callback
+        self.callbacks = [callback]
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -390,14 +390,29 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)  # once
         loader = spec.loader
         original = loader.exec_module
-        callback = self.callback
+        callbacks = self.callbacks
 
         def exec_module(module: ModuleType) -> None:
             original(module)
-            callback(module)
+            for callback in callbacks:
+                callback(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """``callback(module)`` now if ``name`` is imported, else right after vLLM imports it
+    (one finder per module name; the step timer and this hook may both wait for one)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterImport) and finder.name == name:
+            finder.callbacks.append(callback)
+            return
+    sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
 def install_when_imported(directory: str | Path) -> None:
@@ -409,8 +424,4 @@ def install_when_imported(directory: str | Path) -> None:
         except Exception as exc:  # never break vLLM's import
             _vllm_logger().error("tokenlens: draft-id capture not installed: %r", exc)
 
-    module = sys.modules.get(RUNNER_MODULE)
-    if module is not None:
-        callback(module)
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(RUNNER_MODULE, callback))
+    when_imported(RUNNER_MODULE, callback)

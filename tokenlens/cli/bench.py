@@ -32,8 +32,12 @@ plans/qwen35-rtx4070.toml (the original Qwen3.5 MTP/D-Flash series, for a GPU).
 The plan format is in docs/bench.md; --check validates a plan against the installed
 vLLM's own config definitions and lists its cases without running anything.
 
+--compare-plain runs chosen cases once more on an engine that does not load tokenlens
+at all, so you can see for yourself what tracing costs (results.md: traced vs plain).
+
 examples:
   tokenlens bench --plan plans/demo-cpu.toml --out out/bench
+  tokenlens bench --plan plans/demo-cpu.toml --out out/bench --compare-plain '*/draft-k3/*'
   tokenlens bench --plan plans/qwen35-rtx4070.toml --check
   tokenlens bench --plan my-server.toml --server http://127.0.0.1:8000 --out out/srv
 """
@@ -68,6 +72,14 @@ def register(sub: Any) -> None:
         type=Path,
         help="the server's TOKENLENS_TRACE_DIR as seen from here (events per case)",
     )
+    p.add_argument(
+        "--compare-plain",
+        nargs="*",
+        metavar="CASE",
+        help="after the bench, run these cases again on engines without the tokenlens "
+        "plugin (VLLM_PLUGINS=''), same settings: results.md shows traced vs plain tok/s. "
+        "CASE is a case id or a pattern ('*/draft-k3/*'); none given: every case",
+    )
     p.add_argument("--restart", action="store_true", help="discard earlier results in --out")
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
     add_progress_flag(p)
@@ -84,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
         raise TokenlensError("--out is required unless --check (see 'tokenlens bench --help')")
     from tokenlens.bench.config import BenchConfig
     from tokenlens.bench.measure import run_bench
-    from tokenlens.report import write_bench_report
 
     config = BenchConfig(
         plan=args.plan,
@@ -94,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         cache=args.cache,
         restart=args.restart,
         argv=tuple(["tokenlens", *sys.argv[1:]]),
+        compare_plain=_plain_patterns(args.compare_plain),
     )
     progress = progress_for(args)
     try:
@@ -104,10 +116,27 @@ def run(args: argparse.Namespace) -> int:
             "again to continue"
         ) from None
     progress.close()
-    report = write_bench_report(result.out)
     if result.resumed:
         say(f"resumed: {result.resumed} finished cases kept")
     say(f"results:  {result.results_csv}")
     say(f"tables:   {result.results_md}")
-    say(f"report:   {report}")
+    say(f"report:   {_report(result.out)}")
     return 0
+
+
+def _report(out: Path) -> str:
+    """The HTML report's path, or why it was not written: its chart libraries (altair,
+    vl-convert) are imported only now, after measuring, so a GPU host without them still
+    benches and writes results.csv and results.md."""
+    try:
+        from tokenlens.report import write_bench_report
+    except ImportError as exc:
+        return f"not written ({exc.name or exc} is not installed; results.md has the tables)"
+    return str(write_bench_report(out))
+
+
+def _plain_patterns(values: list[str] | None) -> tuple[str, ...]:
+    """``--compare-plain``'s patterns: none given means every case; absent means none."""
+    if values is None:
+        return ()
+    return tuple(values) or ("*",)

@@ -13,6 +13,9 @@ from typing import Any
 # names the directory it writes to. The engine sets it; the plugin (one layer above)
 # reads it: it lives here so that the engine never imports the capture package.
 TRACE_DIR_ENV = "TOKENLENS_TRACE_DIR"
+# Opt-in: the plugin also times each model-runner step and its drafting, worker side
+# (:mod:`tokenlens.capture.step_timer`), into the trace directory. Bench sets it.
+STEP_TIMER_ENV = "TOKENLENS_STEP_TIMER"
 
 # Drafting methods that learned nothing: no training data, so no H2 effect (the analysis's
 # control family, the speed model's zero draft cost, the test bed's planted truth).

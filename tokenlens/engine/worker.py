@@ -323,10 +323,12 @@ def generate(
     prompts = [_render(llm, job, config.chat_template_kwargs) for job in jobs]
     params = [SamplingParams(**sampling.to_vllm(job.max_tokens)) for job in jobs]
     log = _Submissions(config.trace_dir)
+    started_at = time.time()  # wall clock: the step timer's lines carry the same clock
     t0 = time.perf_counter()
     done = _Finished(config.trace_dir)
     outputs = _run(llm, jobs, prompts, params, max(1, concurrency), log, conn, done)
     wall = time.perf_counter() - t0
+    ended_at = time.time()
     requests = [req for job, out in zip(jobs, outputs, strict=True) for req in _convert(job, out)]
     return GenerationResult(
         requests=tuple(requests),
@@ -334,13 +336,17 @@ def generate(
         counters=read_counters(llm) - before,
         vllm_version=vllm.__version__,
         info={
-            key: read_total(llm, name) - before_value
-            for key, name, before_value in zip(
-                ("num_preemptions", "prefix_cache_queries", "prefix_cache_hits"),
-                totals,
-                totals_before,
-                strict=True,
-            )
+            **{
+                key: read_total(llm, name) - before_value
+                for key, name, before_value in zip(
+                    ("num_preemptions", "prefix_cache_queries", "prefix_cache_hits"),
+                    totals,
+                    totals_before,
+                    strict=True,
+                )
+            },
+            "started_at": started_at,
+            "ended_at": ended_at,
         },
     )
 

@@ -28,7 +28,7 @@ from tokenlens.bench.results_md import (
     variant_label,
     variants,
 )
-from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, Row, read_results
+from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, Row, read_results, setup_label
 from tokenlens.errors import TokenlensError
 from tokenlens.format import MISSING, finite, lang_order, num, qty, spread
 from tokenlens.report.chart_kit import WIDTH, Spec, inline_data, lang_color
@@ -356,6 +356,8 @@ _CASE_COLUMNS: tuple[tuple[str, Callable[[Row], Any]], ...] = (
     ("vLLM method", lambda r: r.get("method")),
     ("k", lambda r: r.get("k")),
     ("draft model", lambda r: r.get("draft_model")),
+    ("runner", setup_label),
+    ("concurrency", lambda r: r.get("concurrency")),
     ("repeats", lambda r: r.get("repeats")),
     ("tok/s", lambda r: _range(r, "tok_s")),
     ("CV", lambda r: num(r.get("tok_s_cv"), "cv")),
@@ -366,6 +368,13 @@ _CASE_COLUMNS: tuple[tuple[str, Callable[[Row], Any]], ...] = (
     ("mean acc. length", lambda r: num(r.get("mean_acceptance_length"), "per_step")),
     ("speedup tok/s", lambda r: qty(r.get("speedup_tok_s"), "speedup")),
     ("speedup chars/s", lambda r: qty(r.get("speedup_chars_s"), "speedup")),
+    ("speedup over", lambda r: r.get("baseline_case_id") or r.get("speedup_note")),
+    ("step ms", lambda r: num(r.get("step_ms"), "ms")),
+    ("drafting ms", lambda r: num(r.get("draft_ms"), "ms")),
+    ("verification ms", lambda r: num(r.get("verify_ms"), "ms")),
+    ("drafter cost (target steps)", lambda r: num(r.get("draft_target_steps"), "ratio")),
+    ("plain tok/s", lambda r: _range(r, "plain_tok_s")),
+    ("warning", lambda r: r.get("warning")),
     ("output tokens", lambda r: r.get("output_tokens")),
     ("output chars", lambda r: r.get("output_chars")),
 )

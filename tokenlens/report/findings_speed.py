@@ -20,6 +20,7 @@ from tokenlens.format import finite as _finite
 BENCH_HEADER = (
     "method",
     "k",
+    "runner",
     "JA tok/s",
     "EN tok/s",
     "JA speedup (tok/s)",
@@ -30,6 +31,9 @@ BENCH_HEADER = (
     "EN speedup (chars/s)",
     "JA acc",
     "EN acc",
+    "over",
+    "JA drafting / step ms",
+    "EN drafting / step ms",
 )
 # (column, format) of each language pair of cells in a bench row, in BENCH_HEADER order
 _BENCH_CELLS = (
@@ -103,20 +107,36 @@ def _group(group: BenchGroup) -> dict[str, Any]:
     wins = {"ja": 0, "en": 0}
     for variant in group.variants:
         row = [md(variant.get("method_label") or variant.get("method")), md(variant.get("k"))]
+        row.append(group.setup(variant))
         for column, kind, fmt in _BENCH_CELLS:
             row += [fmt(group.get(variant, lang, column), kind) for lang in ("ja", "en")]
+        row.append(group.over(variant))
+        row += [_split(group, variant, lang) for lang in ("ja", "en")]
         table.append(row)
         s_ja = _finite(group.get(variant, "ja", "speedup_tok_s"))
         s_en = _finite(group.get(variant, "en", "speedup_tok_s"))
         if not is_baseline(variant) and s_ja is not None and s_en is not None and s_ja != s_en:
             wins["en" if s_en > s_ja else "ja"] += 1
+    notes = [line.removeprefix("- ") for line in group.notes() if line]
     return {
         "label": group.label,
         "rows": table,
+        "notes": notes,
         "wins": wins,
         "compared": wins["ja"] + wins["en"],
         "duplicates": md(", ".join(str(row.get("case_id")) for row, _ in group.duplicates)),
     }
+
+
+def _split(group: BenchGroup, variant: dict[str, Any], lang: str) -> str:
+    """``46.00 / 52.00``: drafting and whole step, ms (the step alone for a baseline)."""
+    step = group.get(variant, lang, "step_ms")
+    if step is None:
+        return num(None, "ms")
+    draft = group.get(variant, lang, "draft_ms")
+    if is_baseline(variant) or draft is None:
+        return num(step, "ms")
+    return f"{num(draft, 'ms')} / {num(step, 'ms')}"
 
 
 def speed_model(s: Summary) -> list[list[str]]:
