@@ -192,6 +192,8 @@ def stage_finetune(a: argparse.Namespace, deadline: float) -> None:
                 "original_drafter": str(a.drafter),
             }
         )
+        if not rec["packing_check"].get("passed", True):
+            log(f"WARNING finetune {name}: packing check failed: {rec['packing_check']}")
         records["drafters"][name] = rec
         write_json(records_path, records)
         est = rec["wall_s"] * 1.1
@@ -204,9 +206,34 @@ def stage_finetune(a: argparse.Namespace, deadline: float) -> None:
 
 
 def stage_prepare(a: argparse.Namespace, deadline: float) -> None:
+    """prompts, then generate in a child process (its engine's memory is surely given back
+    when it exits), then finetune here, each within what is left of the budget."""
     stage_prompts(a)
     reserve = len(a.shares) * (a.tokens / a.train_tok_s + 30.0)
-    stage_generate(a, deadline - reserve)
+    budget = deadline - reserve - time.monotonic()
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "generate",
+        "--work",
+        str(a.work),
+        "--target",
+        str(a.target),
+        "--tokens",
+        str(a.tokens),
+        "--max-tokens",
+        str(a.max_tokens),
+        "--chunk",
+        str(a.chunk),
+        "--budget-s",
+        f"{budget:.0f}",
+        "--eager" if a.eager else "--no-eager",
+        *(["--again"] if a.again else []),
+        *[f"--gen-engine-option={x}" for x in a.gen_engine_option],
+    ]
+    rc = subprocess.run(argv, check=False).returncode
+    if rc != 0:
+        raise SystemExit(f"generate failed (exit status {rc})")
     stage_finetune(a, deadline)
 
 
@@ -216,11 +243,12 @@ def _tl(a: argparse.Namespace) -> list[str]:
 
 def stage_trace(a: argparse.Namespace, deadline: float) -> None:
     records = read_json(a.work / "training" / "records.json").get("drafters", {})
-    drafters = {UNTUNED: a.drafter} if a.drafter else {}
+    drafters: dict[str, str | Path] = {UNTUNED: a.untuned} if a.untuned != "none" else {}
     drafters |= {n: a.work / "drafters" / n for n in sorted(records)}
     extra = [x for kv in a.trace_engine_option for x in ("--engine-option", kv)]
     if a.eager:
         extra += ["--engine-option", "enforce_eager=true"]
+    extra += shlex.split(a.trace_extra)
     if a.kv_cache_gb:
         extra += ["--engine-option", f"kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"]
     jobs = []
@@ -310,6 +338,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--commit", help="the code's commit where there is no .git")
     p.add_argument("--prompts", type=Path, default=ROOT / "reports" / "full" / "prompts.jsonl")
     p.add_argument("--tl", default=f"{sys.executable} -m tokenlens", help="tokenlens command")
+    p.add_argument(
+        "--untuned",
+        default="qwen2.5-coder-0.5b-instruct",
+        help="the untuned drafter to trace as the reference: the embedded key "
+        "(its manifest then names it as the study's did), a path, or none",
+    )
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--cap-tokens", type=int, default=128)
@@ -328,6 +362,7 @@ def parser() -> argparse.ArgumentParser:
         help="enforce_eager for generate and traces (no compile: starts in seconds, not minutes)",
     )
     p.add_argument("--trace-engine-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--trace-extra", default="", help="more `tokenlens trace` options (a string)")
     p.add_argument("--stagger-s", type=float, default=3.0, help="seconds between trace starts")
     p.add_argument("--jobs", type=int, default=2, help="analyses at once")
     p.add_argument("--out", type=Path, help="study: also write study.json here")

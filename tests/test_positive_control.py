@@ -155,7 +155,7 @@ def test_a_tiny_finetune_saves_a_loadable_drafter_with_its_hash(
     assert rec["weights"]["sha256"] == sha256(out / "model.safetensors")
     assert rec["tokens_seen"] == {"ja": 120, "en": 120, "total": 240}
     assert rec["steps"] == len(rec["loss_curve"]) == -(-packed.input_ids.shape[0] // 2)
-    assert rec["packing_check"]["checked"] and rec["packing_check"]["max_abs_diff"] < 1e-4
+    assert rec["packing_check"]["passed"] and rec["packing_check"]["max_abs_diff"] < 1e-4
     assert rec["precision"] == "float32" and rec["config"]["seed"] == 0
     assert rec["loss_curve"][-1]["loss"] < rec["loss_curve"][0]["loss"]
     for name in ("config.json", "generation_config.json", "tokenizer.json"):
@@ -277,3 +277,21 @@ def test_the_prompts_stage_from_the_command_line(tmp_path: Path) -> None:
     assert [json.loads(x)["lang"] for x in lines] == ["ja"] * 7 + ["en"] * 7
     check = json.loads((tmp_path / "training" / "prompts_check.json").read_text())
     assert check["overlapping"] == 0 and check["written_per_lang"] == {"ja": 7, "en": 7}
+
+
+def test_the_packing_check_sees_examples_that_attend_to_each_other(
+    tiny_drafter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    import transformers.masking_utils as mu
+    from transformers import AutoModelForCausalLM
+
+    from benchmarks.control_kit.finetune import packing_check
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_drafter), dtype=torch.float32)
+    packed = mixing.pack(mixing.mix(_pools(), 0.5, 60, 0), 128, pad_id=0)
+    assert packing_check(model, packed, torch.device("cpu"))["passed"] is True
+    # without the block mask built from the restarting position ids, the check must fail
+    monkeypatch.setattr(mu, "find_packed_sequence_indices", lambda position_ids: None)
+    leak = packing_check(model, packed, torch.device("cpu"))
+    assert leak["checked"] and leak["passed"] is False

@@ -46,7 +46,13 @@ def generate(
 
     t0 = time.monotonic()
     tok = AutoTokenizer.from_pretrained(str(target))
-    options = {"dtype": "bfloat16", "seed": 0, "max_model_len": 2048, **(engine or {})}
+    options = {
+        "dtype": "bfloat16",
+        "seed": 0,
+        "max_model_len": 2048,
+        "gpu_memory_utilization": 0.7,
+        **(engine or {}),
+    }
     llm = LLM(model=str(target), **options)
     start_s = time.monotonic() - t0
     log(f"generate: engine up in {start_s:.0f} s")
