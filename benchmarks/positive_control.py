@@ -295,7 +295,9 @@ def stage_analyze(a: argparse.Namespace, deadline: float) -> None:
 
 def stage_study(a: argparse.Namespace) -> None:
     records = read_json(a.work / "training" / "records.json")
-    names = [p.name for p in sorted((a.work / "runs").iterdir()) if p.is_dir() and p.name != NGRAM]
+    runs = a.work / "runs"
+    traced = {p.name for p in runs.iterdir() if p.is_dir()} if runs.exists() else set()
+    names = sorted((traced | set(records.get("drafters", {}))) - {NGRAM})
     study = build_study(records, a.work / "runs", a.work / "analyses", names)
     for path in {a.work / "study.json", *([a.out] if a.out else [])}:
         write_json(path, study)

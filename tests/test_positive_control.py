@@ -295,3 +295,21 @@ def test_the_packing_check_sees_examples_that_attend_to_each_other(
     monkeypatch.setattr(mu, "find_packed_sequence_indices", lambda position_ids: None)
     leak = packing_check(model, packed, torch.device("cpu"))
     assert leak["checked"] and leak["passed"] is False
+
+
+def test_parallel_jobs_end_or_are_stopped_at_the_deadline(tmp_path: Path) -> None:
+    import time
+
+    from benchmarks.control_kit.traces import Job, run_parallel
+
+    jobs = [
+        Job("quick", [sys.executable, "-c", "print('hi')"], tmp_path / "q.log", {}),
+        Job("slow", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log", {}),
+        Job("late", [sys.executable, "-c", "pass"], tmp_path / "l.log", {}),
+    ]
+    t0 = time.monotonic()
+    out = run_parallel(jobs, t0 + 4.0, max_parallel=2, log=lambda _: None)
+    assert time.monotonic() - t0 < 30  # SIGINT ends the sleeper at once
+    assert out["quick"]["rc"] == 0 and (tmp_path / "q.log").read_text().strip() == "hi"
+    assert out["slow"]["stopped"] == "deadline" and out["slow"]["rc"] != 0
+    assert out["late"]["rc"] == 0  # started when "quick" ended, before the deadline

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import math
 import shutil
 import time
@@ -217,14 +218,20 @@ def _transformers_version() -> str:
 
 
 def save(model: Any, drafter: Path, out: Path, dtype: str) -> dict[str, Any]:
-    """Save ``model`` as an HF directory at ``out`` (the original's tokenizer and
-    generation files copied); the weights file's name, size and SHA-256."""
+    """Save ``model`` as an HF directory at ``out`` (the original's tokenizer, generation
+    and config files copied, the config's dtype set); the weights file's name, size and
+    SHA-256."""
     tmp = out.with_name(out.name + ".saving")
     shutil.rmtree(tmp, ignore_errors=True)
     model.to(getattr(torch, dtype)).save_pretrained(str(tmp))
     for name in COPIED:
         if (drafter / name).exists():
             shutil.copy2(drafter / name, tmp / name)
+    # the original's config with the new dtype: the shape vLLM already loads, whichever
+    # transformers release wrote the weights (tensor names are the same)
+    config = json.loads((drafter / "config.json").read_text(encoding="utf-8"))
+    config.update({k: dtype for k in ("dtype", "torch_dtype") if k in config} or {"dtype": dtype})
+    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     files = sorted(tmp.glob("*.safetensors"))
     if [f.name for f in files] != [WEIGHTS]:
         raise RuntimeError(f"expected one {WEIGHTS}, found {[f.name for f in files]}")

@@ -9,6 +9,7 @@ resumable), then SIGKILL 30 s later. Analyses are ``tokenlens analyze DRAFTER NG
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -127,8 +128,9 @@ def run_parallel(
                 log(f"done {name}: rc={rc} in {results[name]['wall_s']} s")
                 del running[name]
         if time.monotonic() >= deadline and running:
-            for name, (proc, t0, _) in running.items():
-                _stop(proc)
+            procs = [proc for proc, _, _ in running.values()]
+            _stop(procs)
+            for name, (proc, t0, _job) in running.items():
                 results[name] = {
                     "rc": proc.returncode,
                     "wall_s": round(time.monotonic() - t0, 1),
@@ -140,13 +142,19 @@ def run_parallel(
     return results
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT to the process group, SIGKILL 30 s later if it is still there."""
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        proc.wait()
+def _stop(procs: list[subprocess.Popen[bytes]], grace_s: float = 30.0) -> None:
+    """SIGINT to every process group, then SIGKILL to those still there ``grace_s`` later."""
+    for proc in procs:
+        _signal(proc, signal.SIGINT)
+    end = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
