@@ -179,6 +179,11 @@ def test_a_slower_case_names_the_part_of_the_step_that_costs() -> None:
         in (out["ngram"]["warning"])
     )
     assert out["ok"]["warning"] is None and out["base"]["warning"] is None
+    from tokenlens.bench.results_md import results_markdown
+
+    text = results_markdown(list(out.values()))
+    assert "- **Slower than its baseline**: draft k=3 (V1, async off) runs at 0.15x" in text
+    assert "| draft | 3 | ja | V1, async off | 52.00 | 46.00 | 6.00 | 2.80 | 17.04 | 5.68 |" in text
     unsplit = _row("d2", "draft_model", 3, 55.0, step_timing="step timer refused: x")
     (_, row) = with_speedups([base, unsplit])
     assert row["warning"].endswith("the step split is unavailable: step timer refused: x")

@@ -224,7 +224,11 @@ class BenchGroup:
 
     def step_table(self) -> list[str]:
         """The step split per case: where a step's time goes, and the drafter's cost."""
-        rows = [r for r in self.ordered_rows() if r.get("step_timing") is not None]
+        rows = [
+            r
+            for r in self.ordered_rows()
+            if r.get("step_timing") is not None or r.get("step_ms") is not None
+        ]
         if not rows:
             return []
         header = ["method", "k", "lang", "runner", "step ms", "drafting ms"]
@@ -288,13 +292,18 @@ class BenchGroup:
         return [title, "", *md_table(header, body, right=[1, 3, 4, 5])]
 
     def notes(self) -> list[str]:
-        """Warnings (slower than the like-for-like baseline) and missing speed-ups."""
+        """Warnings (slower than the like-for-like baseline), then the reasons for missing
+        speed-ups, each reason once with the cases it applies to."""
         lines = []
+        reasons: dict[str, list[str]] = {}
         for r in self.ordered_rows():
             if r.get("warning"):
                 lines.append(f"- **Slower than its baseline**: {md(r['warning'])}.")
             elif r.get("speedup_note") and not is_baseline(r):
-                lines.append(f"- {md(r.get('case_id'))}: {md(r['speedup_note'])}.")
+                reasons.setdefault(str(r["speedup_note"]), []).append(str(r.get("case_id")))
+        for reason, cases in reasons.items():
+            who = ", ".join(cases) if len(cases) <= 3 else f"{len(cases)} cases"
+            lines.append(f"- {md(who)}: {md(reason)}.")
         return [*lines, ""] if lines else []
 
     def markdown(self) -> list[str]:
