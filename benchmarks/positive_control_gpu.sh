@@ -49,8 +49,9 @@ pack() {
   local w; w=$(basename "$WORK")
   ( cd "$(dirname "$WORK")" || exit 1
     [ -d "$w/runs" ] && tar -czf "$OUT/control-runs.tgz" --exclude='*/capture' --exclude='*.safetensors' "$w/runs"
-    [ -d "$w/runs" ] && tar -czf "$OUT/control-capture.tgz" --exclude='*.safetensors' \
-      $(cd "$w" && find runs -maxdepth 2 -name capture -type d | sed "s|^|$w/|")
+    caps=$(cd "$w" && find runs -maxdepth 2 -name capture -type d 2>/dev/null | sed "s|^|$w/|")
+    # shellcheck disable=SC2086
+    [ -n "$caps" ] && tar -czf "$OUT/control-capture.tgz" --exclude='*.safetensors' $caps
     tar -czf "$OUT/control-training.tgz" --exclude='generations.jsonl' "$w/training" "$w/logs" 2>/dev/null
     [ -f "$w/training/generations.jsonl" ] && gzip -c "$w/training/generations.jsonl" > "$OUT/control-generations.jsonl.gz"
     [ -d "$w/analyses" ] && tar -czf "$OUT/control-analyses.tgz" --exclude='tokens.parquet' \

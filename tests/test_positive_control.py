@@ -251,6 +251,8 @@ def test_study_json_from_fake_analyses(tmp_path: Path) -> None:
     assert c["planted_deficit_found"]["value"] is True
     assert c["manipulation"]["share_0_en_judged_minus_untuned"] == pytest.approx(0.0)
     assert study["control_run"] is None  # no n-gram run directory here
+    assert study["gap_differences"]["value"] is None  # no tokens.parquet here
+    assert "untuned" in study["gap_differences"]["reason"]
     # a 0% drafter whose interval reaches −δ is not counted as found
     weak = drafter_entry("ja000", {"share": 0.0}, _summary(-0.03, "supported"), None)
     assert weak["run"]["value"] is None
@@ -313,3 +315,35 @@ def test_parallel_jobs_end_or_are_stopped_at_the_deadline(tmp_path: Path) -> Non
     assert out["quick"]["rc"] == 0 and (tmp_path / "q.log").read_text().strip() == "hi"
     assert out["slow"]["stopped"] == "deadline" and out["slow"]["rc"] != 0
     assert out["late"]["rc"] == 0  # started when "quick" ended, before the deadline
+
+
+def _tokens(rate_ja: float, rate_en: float, pairs: int = 40, n: int = 50) -> Any:
+    import pandas as pd
+
+    rng = np.random.default_rng(int(rate_ja * 1000 + rate_en * 10))
+    rows = []
+    for p in range(pairs):
+        for lang, rate in (("ja", rate_ja), ("en", rate_en)):
+            acc = rng.random(n) < rate
+            rows += [("draft_model", f"p{p}", lang, True, bool(a)) for a in acc]
+            rows.append(("draft_model", f"p{p}", lang, False, False))  # not judged: ignored
+            rows.append(("ngram", f"p{p}", lang, True, False))  # another method: ignored
+    return pd.DataFrame(rows, columns=["method", "pair", "lang", "judged", "accepted"])
+
+
+def test_gap_differences_resample_prompt_pairs_jointly() -> None:
+    from benchmarks.control_kit.contrasts import contrasts, pair_counts
+
+    counts = {
+        "ja000": pair_counts(_tokens(0.6, 0.8)),
+        "ja100": pair_counts(_tokens(0.8, 0.8)),
+        "untuned": pair_counts(_tokens(0.7, 0.7)),
+    }
+    c = counts["ja000"]
+    assert int(c["count_ja"].sum()) == 40 * 50 and int(c["count_en"].sum()) == 40 * 50
+    out = contrasts(counts, [("ja000", "ja100"), ("ja000", "untuned"), ("ja000", "ja000")])
+    d = out["differences"]["ja000 - ja100"]
+    assert out["pairs"] == 40 and -0.25 < d["value"] < -0.15
+    assert d["ci_low"] < d["decision_low"] < d["value"] < d["decision_high"] < d["ci_high"] < 0
+    same = out["differences"]["ja000 - ja000"]
+    assert same["value"] == same["ci_low"] == same["ci_high"] == 0.0

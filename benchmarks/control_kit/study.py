@@ -12,6 +12,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from .contrasts import contrasts, read_counts
+
 INTERVAL = ("value", "ci_low", "ci_high", "decision_low", "decision_high", "n")
 VERDICT = (
     "verdict",
@@ -228,7 +230,29 @@ def build_study(
         },
         "drafters": entries,
         "checks": checks(entries, delta),
+        "gap_differences": gap_differences(analyses, entries),
     }
+
+
+def gap_differences(analyses: Path, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Paired differences of the judged gap: each tuned drafter minus the untuned one,
+    and the lowest share minus the highest (from the analyses' tokens.parquet)."""
+    paths = {e["name"]: analyses / e["name"] / "tokens.parquet" for e in entries}
+    missing = sorted(n for n, p in paths.items() if not p.exists())
+    counts = {n: read_counts(p) for n, p in paths.items() if p.exists()}
+    tuned = sorted(
+        (e for e in entries if e.get("share_ja") is not None and e["name"] in counts),
+        key=lambda e: float(e["share_ja"]),
+    )
+    base = [e["name"] for e in entries if e.get("share_ja") is None and e["name"] in counts]
+    wanted = [(e["name"], b) for e in tuned for b in base]
+    if len(tuned) >= 2:
+        wanted.append((tuned[0]["name"], tuned[-1]["name"]))
+    if not wanted:
+        return {"value": None, "reason": f"tokens.parquet missing for {missing}"}
+    out = contrasts(counts, wanted)
+    out["missing"] = missing
+    return out
 
 
 def _load(path: Path) -> dict[str, Any] | None:
