@@ -101,10 +101,12 @@ def test_each_share_gets_the_exact_token_split_and_loss_only_on_answers(share: f
 
 def test_every_share_reads_the_same_examples_in_front_of_each_pool() -> None:
     pools = _pools()
-    half = [e for e in mixing.mix(pools, 0.5, 200, 0) if e.lang == "ja"]
-    full = [e for e in mixing.mix(pools, 1.0, 200, 0) if e.lang == "ja"]
-    front = {e.prompt_ids for e in pools["ja"][: len(half) - 1]}
-    assert front <= {e.prompt_ids for e in half} and front <= {e.prompt_ids for e in full}
+    half = [e.prompt_ids for e in mixing.mix(pools, 0.5, 200, 0) if e.lang == "ja"]
+    full = [e.prompt_ids for e in mixing.mix(pools, 1.0, 200, 0) if e.lang == "ja"]
+    # the same Japanese examples, in the pool's order, the smaller share's a prefix
+    assert full[: len(half)] == half == [e.prompt_ids for e in pools["ja"][: len(half)]]
+    langs = [e.lang for e in mixing.mix(pools, 0.5, 200, 0)]
+    assert langs != sorted(langs) and langs != sorted(langs, reverse=True)  # interleaved
     with pytest.raises(ValueError, match="fewer than"):
         mixing.mix(pools, 1.0, 10**6, 0)
 

@@ -2,8 +2,8 @@
 
 A training set of ``n`` answer tokens at share ``s`` takes exactly ``round(s * n)``
 Japanese and ``n - round(s * n)`` English answer tokens, each from the front of its
-language's pool (one order for every share: the drafters differ only in the mix; the
-last example taken is cut to the exact count). Loss falls on answer tokens only, so a
+language's pool, in the pool's order (the drafters differ only in the mix; the last
+example taken is cut to the exact count). Loss falls on answer tokens only, so a
 row's loss positions are the positions whose *next* token is an answer token of the
 same example; sequences are packed with position ids restarting at 0 per example (the
 model masks attention between them: transformers builds a block-causal mask from the
@@ -89,11 +89,14 @@ def split(share: float, n_tokens: int) -> tuple[int, int]:
 
 
 def mix(pools: dict[str, list[Example]], share: float, n_tokens: int, seed: int) -> list[Example]:
-    """The training set at ``share``: exact token split, languages interleaved by ``seed``."""
+    """The training set at ``share``: exact token split; the two languages interleaved at
+    random (``seed``), each language's examples kept in its pool's order."""
     ja, en = split(share, n_tokens)
-    examples = take(pools["ja"], ja) + take(pools["en"], en)
-    random.Random(seed).shuffle(examples)
-    return examples
+    parts = {"ja": take(pools["ja"], ja), "en": take(pools["en"], en)}
+    order = ["ja"] * len(parts["ja"]) + ["en"] * len(parts["en"])
+    random.Random(seed).shuffle(order)
+    queues = {lang: iter(examples) for lang, examples in parts.items()}
+    return [next(queues[lang]) for lang in order]
 
 
 def pack(examples: list[Example], seq_len: int, pad_id: int) -> Packed:
