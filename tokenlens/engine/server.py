@@ -10,8 +10,11 @@ Timeouts fit the call (:class:`ServerTimeouts`): a metadata request (``/v1/model
 ``/version``, ``/metrics``) must be answered within seconds, and a streamed generation
 may go quiet for at most one token's allowance at a time, so a silent server ends a
 trace with one line naming its URL, while a long generation that keeps producing
-tokens is never cut. A reply that is not what vLLM sends (HTML from a proxy, a
-truncated JSON body) is one line too, naming the URL and path.
+tokens is never cut; the allowance is per token, so keep-alive comments do not extend
+it. A reply is believed only when it is what vLLM sends: the content type of a stream
+or of JSON, the shape of its events, and its proper end (``data: [DONE]`` and a finish
+reason of ``stop`` or ``length``); anything else (HTML from a proxy, JSON of another
+shape, a connection closed half-way) is one line too, naming the URL and path.
 """
 
 from __future__ import annotations
@@ -91,15 +94,31 @@ def _token_id(token: str) -> int:
     return int(token.split(":", 1)[1])
 
 
-def _sse_chunks(lines: Iterable[str], cancelled: threading.Event) -> Iterator[dict[str, Any]]:
+FINISHED = ("stop", "length")
+"""The finish reasons of a request vLLM generated to its end (``abort``, ``error``: it did not)."""
+
+
+class _NoToken(Exception):
+    """No token within the token timeout (keep-alive comments do not count)."""
+
+
+def _sse_chunks(
+    lines: Iterable[str], cancelled: threading.Event, token_timeout: float = math.inf
+) -> Iterator[dict[str, Any]]:
     """The JSON payloads of an OpenAI-style event stream (``data: {...}`` lines).
 
     Stops (closing the stream, which makes vLLM abort the request) once ``cancelled``
-    is set: Ctrl-C ends every request in flight within a token.
+    is set: Ctrl-C ends every request in flight within a token. The stream must end
+    with ``data: [DONE]``; one that stops before it (a connection closed half-way) is
+    :class:`_Malformed`. ``token_timeout`` is a deadline per *token*: comments
+    (``: keepalive``) and events without a token do not reset it (:class:`_NoToken`).
     """
+    deadline = time.monotonic() + token_timeout
     for line in lines:
         if cancelled.is_set():
             raise _Cancelled
+        if time.monotonic() > deadline:
+            raise _NoToken
         if not line.startswith("data:"):
             continue
         payload = line[5:].strip()
@@ -113,7 +132,38 @@ def _sse_chunks(lines: Iterable[str], cancelled: threading.Event) -> Iterator[di
             raise _Malformed("an event that is not a JSON object")
         if "error" in chunk:
             raise TokenlensError(f"the server reported an error: {chunk['error']}")
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("delta", {}), dict) for c in choices
+        ):
+            raise _Malformed("an event of another shape (no list of choices with a delta)")
+        if any(_carries_token(c) or c.get("finish_reason") for c in choices):
+            deadline = time.monotonic() + token_timeout
         yield chunk
+    raise _Malformed("a stream that ended before its end (no data: [DONE]; the connection closed)")
+
+
+def _carries_token(choice: dict[str, Any]) -> bool:
+    delta = choice.get("delta") or {}
+    logprobs = choice.get("logprobs") or {}
+    return bool(delta.get("content") or (isinstance(logprobs, dict) and logprobs.get("content")))
+
+
+def _check_finish(finish: Any, tokens: int) -> str:
+    """The finish reason of a whole answer, or :class:`_Malformed` naming what is wrong."""
+    if finish is None:
+        raise _Malformed(f"an answer without a finish reason (cut off after {tokens} tokens)")
+    if finish not in FINISHED:
+        raise _Malformed(f"an answer that ended with finish reason {finish!r} ({tokens} tokens)")
+    return str(finish)
+
+
+def _check_type(response: Any, expected: str) -> None:
+    """The reply's content type is ``expected`` (an HTML page with status 200 is not)."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != expected:
+        what = "an HTML page" if "html" in kind else "a body"
+        raise _Malformed(f"{what} ({kind or 'no content type'}), not {expected}")
 
 
 class _Cancelled(Exception):
@@ -279,7 +329,9 @@ class ServerClient:
                 metrics: dict[str, Any] = {}
                 with self._http.stream("POST", path, json=body, timeout=timeout) as response:
                     response.raise_for_status()
-                    for chunk in _sse_chunks(response.iter_lines(), self._cancelled):
+                    _check_type(response, "text/event-stream")
+                    lines = response.iter_lines()
+                    for chunk in _sse_chunks(lines, self._cancelled, self.timeouts.token):
                         prompt_ids = chunk.get("prompt_token_ids") or prompt_ids
                         usage = chunk.get("usage") or usage
                         metrics = chunk.get("metrics") or metrics
@@ -292,9 +344,11 @@ class ServerClient:
                             content.extend(entries)
                             finish = choice.get("finish_reason") or finish
                 output_text = "".join(text)
+                finish = _check_finish(finish, len(content))
             else:
                 response = self._http.post(path, json=body, timeout=timeout)
                 response.raise_for_status()
+                _check_type(response, "application/json")
                 try:
                     data = response.json()
                 except ValueError:
@@ -302,11 +356,11 @@ class ServerClient:
                 choice = data["choices"][0]
                 content = (choice.get("logprobs") or {}).get("content") or []
                 output_text = choice["message"].get("content") or ""
-                finish = choice.get("finish_reason")
+                finish = _check_finish(choice.get("finish_reason"), len(content))
                 usage = data.get("usage") or {}
                 metrics = data.get("metrics") or {}
                 prompt_ids = data.get("prompt_token_ids")
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, _NoToken):
             raise TokenlensError(
                 f"request {job.rid} to {self.url}: the server sent no token for "
                 f"{timeout.read:g} s (--token-timeout sets the wait)"
@@ -314,7 +368,7 @@ class ServerClient:
         except httpx.HTTPError as exc:
             raise TokenlensError(f"request {job.rid} to {self.url} failed: {_short(exc)}") from None
         except _Malformed as exc:
-            raise self._malformed(path, str(exc)) from None
+            raise self._malformed(path, f"{exc} (request {job.rid})") from None
         except (KeyError, TypeError, IndexError, AttributeError) as exc:
             raise self._malformed(path, f"JSON of another shape (no {_short(exc)})") from None
         try:
