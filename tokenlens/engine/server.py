@@ -134,7 +134,7 @@ def _sse_chunks(
             raise TokenlensError(f"the server reported an error: {chunk['error']}")
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("delta", {}), dict) for c in choices
+            isinstance(c, dict) and isinstance(c.get("delta") or {}, dict) for c in choices
         ):
             raise _Malformed("an event of another shape (no list of choices with a delta)")
         if any(_carries_token(c) or c.get("finish_reason") for c in choices):
