@@ -23,6 +23,7 @@ from tokenlens.text import load_tokenizer
 from tokenlens.text.detokenize import decode_output
 
 FAST = ["--quiet", "--bootstrap", "10", "--no-regression"]
+DEMO_DM3 = REPO / "reports" / "demo" / "runs" / "draft_model-k3"
 
 
 def analyze(*args: str | Path) -> tuple[int, str, str]:
@@ -138,10 +139,11 @@ def test_non_finite_logprobs_are_excluded_and_counted(tmp_path: Path) -> None:
 
 
 def test_a_japanese_prompt_labelled_en_is_named_and_refused_under_strict(tmp_path: Path) -> None:
-    """Probe: a Japanese prompt labelled `en` was counted as English, without a word."""
-    run = copy_run(tmp_path / "run")
+    """Probe: a Japanese prompt labelled `en` was counted as English, without a word.
+    The demo's run records its prompt token ids (the user message is read from them)."""
+    run = copy_run(tmp_path / "run", DEMO_DM3)
     requests = pq.read_table(run / "requests.parquet")
-    langs = ["en" if rid == "short-ja" else lang for rid, lang in zip(
+    langs = ["en" if rid == "demo-01-ja" else lang for rid, lang in zip(
         requests.column("request_id").to_pylist(), requests.column("lang").to_pylist(), strict=True
     )]  # fmt: skip
     index = requests.schema.get_field_index("lang")
@@ -151,11 +153,11 @@ def test_a_japanese_prompt_labelled_en_is_named_and_refused_under_strict(tmp_pat
     status, _, err = analyze(run, "--out", out)
     assert status == 0, err
     inputs = summary_inputs(out)
-    assert inputs["label_contradictions"] == [{"run": str(run), "prompt_ids": ["short-ja"]}]
-    assert any("'short-ja'" in w and "language label" in w for w in inputs["warnings"])
+    assert inputs["label_contradictions"] == [{"run": str(run), "prompt_ids": ["demo-01-ja"]}]
+    assert any("'demo-01-ja'" in w and "language label" in w for w in inputs["warnings"])
     status, _, err = analyze(run, "--out", tmp_path / "strict", "--strict")
-    assert_one_line_error(status, err, "'short-ja'", "contradicts their language label")
-    status, _, err = analyze(REAL_RUN, "--out", tmp_path / "whole", "--strict")
+    assert_one_line_error(status, err, "'demo-01-ja'", "contradicts their language label")
+    status, _, err = analyze(DEMO_DM3, "--out", tmp_path / "whole", "--strict")
     assert status == 0, err  # the labels of the real run hold
 
 

@@ -121,10 +121,11 @@ def user_text(vocab: Any, prompt_ids: list[int]) -> str:
 
 def label_contradictions(run: Run, vocab: Any) -> list[str]:
     """Prompt ids of ``run`` whose script contradicts their ``lang`` label: in the output
-    (what the analysis counts under the label) and in the prompt's user message, where
-    recorded. Both must contradict it: a translation prompt labelled with its target
-    language quotes a source text in the other script, and a Japanese request may be
-    answered with code alone."""
+    (what the analysis counts under the label) and in the prompt's user message. Both
+    must contradict it: a translation prompt labelled with its target language quotes a
+    source text in the other script, and a Japanese request may be answered with code
+    alone. Requests without recorded prompt token ids (runs written before them, the
+    simulator's) are not judged: their output alone is too weak a witness."""
     req = run.requests
     rows = zip(
         req.column("prompt_id").to_pylist(),
@@ -137,8 +138,7 @@ def label_contradictions(run: Run, vocab: Any) -> list[str]:
         {
             str(pid)
             for pid, lang, ids, text in rows
-            if contradicts(lang, text or "")
-            and (not ids or contradicts(lang, user_text(vocab, ids)))
+            if ids and contradicts(lang, text or "") and contradicts(lang, user_text(vocab, ids))
         }
     )
 
