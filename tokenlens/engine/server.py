@@ -19,12 +19,10 @@ shape, a connection closed half-way) is one line too, naming the URL and path.
 
 from __future__ import annotations
 
-import json
 import math
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +33,14 @@ from tokenlens.engine.results import (
     GenerationResult,
     SpecCounters,
     TokenLogprobs,
+)
+from tokenlens.engine.sse import (
+    Malformed,
+    NoToken,
+    check_finish,
+    check_type,
+    short,
+    sse_chunks,
 )
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
@@ -60,10 +66,6 @@ class ServerTimeouts:
                 raise ValueError(f"{name} timeout must be a positive number of seconds")
 
 
-class _Malformed(Exception):
-    """A reply that is not what vLLM sends; the caller names the URL and path."""
-
-
 def parse_counters(text: str) -> SpecCounters:
     """vLLM's spec-decode counters from a Prometheus exposition, summed over labels."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -78,12 +80,8 @@ def parse_counters(text: str) -> SpecCounters:
                 position = int(sample.labels["position"]) if name == ACCEPTED_PER_POS else None
                 total += SpecCounters.from_metric(name, sample.value, position)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise _Malformed(f"not a Prometheus exposition ({_short(exc)})") from None
+        raise Malformed(f"not a Prometheus exposition ({short(exc)})") from None
     return total
-
-
-def _short(exc: BaseException) -> str:
-    return (" ".join(str(exc).split()) or type(exc).__name__)[:160]
 
 
 def _token_id(token: str) -> int:
@@ -92,82 +90,6 @@ def _token_id(token: str) -> int:
             "the server did not return token ids (needs vLLM's return_tokens_as_token_ids)"
         )
     return int(token.split(":", 1)[1])
-
-
-FINISHED = ("stop", "length")
-"""The finish reasons of a request vLLM generated to its end (``abort``, ``error``: it did not)."""
-
-
-class _NoToken(Exception):
-    """No token within the token timeout (keep-alive comments do not count)."""
-
-
-def _sse_chunks(
-    lines: Iterable[str], cancelled: threading.Event, token_timeout: float = math.inf
-) -> Iterator[dict[str, Any]]:
-    """The JSON payloads of an OpenAI-style event stream (``data: {...}`` lines).
-
-    Stops (closing the stream, which makes vLLM abort the request) once ``cancelled``
-    is set: Ctrl-C ends every request in flight within a token. The stream must end
-    with ``data: [DONE]``; one that stops before it (a connection closed half-way) is
-    :class:`_Malformed`. ``token_timeout`` is a deadline per *token*: comments
-    (``: keepalive``) and events without a token do not reset it (:class:`_NoToken`).
-    """
-    deadline = time.monotonic() + token_timeout
-    for line in lines:
-        if cancelled.is_set():
-            raise _Cancelled
-        if time.monotonic() > deadline:
-            raise _NoToken
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return
-        try:
-            chunk = json.loads(payload)
-        except ValueError as exc:
-            raise _Malformed(f"an event that is not JSON ({_short(exc)})") from None
-        if not isinstance(chunk, dict):
-            raise _Malformed("an event that is not a JSON object")
-        if "error" in chunk:
-            raise TokenlensError(f"the server reported an error: {chunk['error']}")
-        choices = chunk.get("choices")
-        if not isinstance(choices, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("delta") or {}, dict) for c in choices
-        ):
-            raise _Malformed("an event of another shape (no list of choices with a delta)")
-        if any(_carries_token(c) or c.get("finish_reason") for c in choices):
-            deadline = time.monotonic() + token_timeout
-        yield chunk
-    raise _Malformed("a stream that ended before its end (no data: [DONE]; the connection closed)")
-
-
-def _carries_token(choice: dict[str, Any]) -> bool:
-    delta = choice.get("delta") or {}
-    logprobs = choice.get("logprobs") or {}
-    return bool(delta.get("content") or (isinstance(logprobs, dict) and logprobs.get("content")))
-
-
-def _check_finish(finish: Any, tokens: int) -> str:
-    """The finish reason of a whole answer, or :class:`_Malformed` naming what is wrong."""
-    if finish is None:
-        raise _Malformed(f"an answer without a finish reason (cut off after {tokens} tokens)")
-    if finish not in FINISHED:
-        raise _Malformed(f"an answer that ended with finish reason {finish!r} ({tokens} tokens)")
-    return str(finish)
-
-
-def _check_type(response: Any, expected: str) -> None:
-    """The reply's content type is ``expected`` (an HTML page with status 200 is not)."""
-    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != expected:
-        what = "an HTML page" if "html" in kind else "a body"
-        raise _Malformed(f"{what} ({kind or 'no content type'}), not {expected}")
-
-
-class _Cancelled(Exception):
-    """The run was interrupted: this request stops reading."""
 
 
 @dataclass
@@ -236,7 +158,7 @@ class ServerClient:
             ) from None
         except httpx.HTTPError as exc:
             raise TokenlensError(
-                f"cannot reach the vLLM server at {self.url}{path}: {_short(exc)}"
+                f"cannot reach the vLLM server at {self.url}{path}: {short(exc)}"
             ) from None
         return response
 
@@ -277,7 +199,7 @@ class ServerClient:
         response = self._get("/metrics")
         try:
             return parse_counters(response.text)
-        except _Malformed as exc:
+        except Malformed as exc:
             raise self._malformed("/metrics", str(exc)) from None
 
     def _body(self, model: str, job: PromptJob, sampling: SamplingConfig) -> dict[str, Any]:
@@ -329,9 +251,9 @@ class ServerClient:
                 metrics: dict[str, Any] = {}
                 with self._http.stream("POST", path, json=body, timeout=timeout) as response:
                     response.raise_for_status()
-                    _check_type(response, "text/event-stream")
+                    check_type(response, "text/event-stream")
                     lines = response.iter_lines()
-                    for chunk in _sse_chunks(lines, self._cancelled, self.timeouts.token):
+                    for chunk in sse_chunks(lines, self._cancelled, self.timeouts.token):
                         prompt_ids = chunk.get("prompt_token_ids") or prompt_ids
                         usage = chunk.get("usage") or usage
                         metrics = chunk.get("metrics") or metrics
@@ -344,39 +266,39 @@ class ServerClient:
                             content.extend(entries)
                             finish = choice.get("finish_reason") or finish
                 output_text = "".join(text)
-                finish = _check_finish(finish, len(content))
+                finish = check_finish(finish, len(content))
             else:
                 response = self._http.post(path, json=body, timeout=timeout)
                 response.raise_for_status()
-                _check_type(response, "application/json")
+                check_type(response, "application/json")
                 try:
                     data = response.json()
                 except ValueError:
-                    raise _Malformed(f"not JSON but {_describe(response)}") from None
+                    raise Malformed(f"not JSON but {_describe(response)}") from None
                 choice = data["choices"][0]
                 content = (choice.get("logprobs") or {}).get("content") or []
                 output_text = choice["message"].get("content") or ""
-                finish = _check_finish(choice.get("finish_reason"), len(content))
+                finish = check_finish(choice.get("finish_reason"), len(content))
                 usage = data.get("usage") or {}
                 metrics = data.get("metrics") or {}
                 prompt_ids = data.get("prompt_token_ids")
-        except (httpx.TimeoutException, _NoToken):
+        except (httpx.TimeoutException, NoToken):
             raise TokenlensError(
                 f"request {job.rid} to {self.url}: the server sent no token for "
                 f"{timeout.read:g} s (--token-timeout sets the wait)"
             ) from None
         except httpx.HTTPError as exc:
-            raise TokenlensError(f"request {job.rid} to {self.url} failed: {_short(exc)}") from None
-        except _Malformed as exc:
+            raise TokenlensError(f"request {job.rid} to {self.url} failed: {short(exc)}") from None
+        except Malformed as exc:
             raise self._malformed(path, f"{exc} (request {job.rid})") from None
         except (KeyError, TypeError, IndexError, AttributeError) as exc:
-            raise self._malformed(path, f"JSON of another shape (no {_short(exc)})") from None
+            raise self._malformed(path, f"JSON of another shape (no {short(exc)})") from None
         try:
             return self._request(
                 job, sampling, content, output_text, finish, usage, metrics, prompt_ids, first
             )
         except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
-            raise self._malformed(path, f"logprobs of another shape ({_short(exc)})") from None
+            raise self._malformed(path, f"logprobs of another shape ({short(exc)})") from None
 
     def _request(
         self,
