@@ -107,6 +107,12 @@ def test_runs_that_differ_in_one_request_are_two_runs(tmp_path: Path) -> None:
     events = pq.read_table(other / "events.parquet")
     (other / "metrics.json").write_text(json.dumps(counters_from_events(events).to_json()))
     status, _, err = analyze(REAL_RUN, other, "--out", tmp_path / "out")
+    # Not one run given twice; but the three requests both hold would count twice (issue 33).
+    assert_one_line_error(status, err, "share 3 requests", "--overlap keep-longest")
+    assert "same requests and events" not in err
+    status, _, err = analyze(
+        REAL_RUN, other, "--out", tmp_path / "out", "--overlap", "keep-longest"
+    )
     assert status == 0, err
 
 
@@ -196,8 +202,9 @@ def with_prompt_ids(run: Path, changed: str | None = None, drop: str | None = No
 def test_one_prompt_id_must_name_one_prompt(tmp_path: Path) -> None:
     first = with_prompt_ids(copy_run(tmp_path / "first"))
     same = with_prompt_ids(copy_run(tmp_path / "same"), drop="short-en")
-    status, _, err = analyze(first, same, "--out", tmp_path / "out")
-    assert status == 0, err  # the same prompts under the same ids: pooled
+    # The same prompts under the same ids: pooled (each shared request once, issue 33).
+    status, _, err = analyze(first, same, "--out", tmp_path / "out", "--overlap", "keep-longest")
+    assert status == 0, err
     other = with_prompt_ids(copy_run(tmp_path / "other"), changed="demo-01-ja", drop="short-en")
     status, _, err = analyze(first, other, "--out", tmp_path / "out2")
     assert_one_line_error(status, err, "'demo-01-ja' is a different prompt", "token ids differ")

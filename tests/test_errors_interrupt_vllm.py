@@ -1,5 +1,6 @@
-"""Ctrl-C during a real trace: the engine stops, what finished is salvaged, and the one
-line (exit 130) names the `--resume` command that completes the run (issue 25).
+"""Ctrl-C (and SIGTERM, issue 33) during a real trace: the engine stops, what finished is
+salvaged, and the one line (exit 130, 143) names the `--resume` command that completes
+the run (issue 25); the resumed run keeps the original's dtype and engine facts.
 
 A tiny weightless MTP model (random weights: acceptance is meaningless, only the
 plumbing is asserted) generates six prompts one at a time; SIGINT (what Ctrl-C sends the
@@ -37,7 +38,15 @@ def _lines(run: Path, pattern: str) -> int:
     return sum(p.read_text(encoding="utf-8").count("\n") for p in (run / "capture").glob(pattern))
 
 
-def test_ctrl_c_salvages_and_the_run_resumes(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sent", "status", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped by SIGTERM")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_salvages_and_the_run_resumes(
+    tmp_path: Path, sent: signal.Signals, status: int, said: str
+) -> None:
+    """Ctrl-C and SIGTERM (timeout, docker stop, Slurm: issue 33) end the trace alike."""
     prompts = write_prompts(tmp_path / "p.jsonl", PROMPTS)
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "tokenlens", "trace", "--prompts", str(prompts)]
@@ -59,15 +68,15 @@ def test_ctrl_c_salvages_and_the_run_resumes(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.communicate()[1][-2000:]
             time.sleep(0.05)
         pids = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
-        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, sent)
         _, stderr = proc.communicate(timeout=120)  # a hang fails here
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr[-2000:]
+    assert proc.returncode == status, stderr[-2000:]
     line = stderr.strip().splitlines()[-1]
     assert "Traceback" not in stderr, stderr[-3000:]
-    assert line.startswith("tokenlens: error: interrupted"), line
+    assert line.startswith(f"tokenlens: error: {said}"), line
     assert f"tokenlens trace --resume {run}" in line, line
     deadline = time.monotonic() + 60
     while not all(process_gone(pid) for pid in pids):
@@ -88,5 +97,7 @@ def test_ctrl_c_salvages_and_the_run_resumes(tmp_path: Path) -> None:
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     done = read_run(run)
     assert done.complete and done.requests.num_rows == len(PROMPTS)
+    for key in ("dtype", "engine"):  # the original engine's, recorded by the salvage
+        assert manifest[key] and done.manifest[key] == manifest[key], key
     assert done.manifest["resumed"][-1]["generated_requests"] >= 1
     check_events(done)

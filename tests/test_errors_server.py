@@ -1,5 +1,6 @@
 """`trace --server` against servers that hang or answer garbage: one line, never a hang
-or a traceback (issue 25). Real sockets on loopback, no vLLM.
+or a traceback (issue 25), and never a `complete` run from an answer that is not whole
+(issue 33). Real sockets on loopback, no vLLM.
 
 - a socket that accepts connections and never answers (the kernel completes the
   handshake for a listening socket nobody reads): the metadata timeout ends the trace;
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -200,3 +202,139 @@ def test_a_server_url_without_a_scheme_is_one_line(tmp_path: Path) -> None:
 def test_timeouts_refuse_what_would_never_end() -> None:
     with pytest.raises(ValueError):
         ServerTimeouts(metadata=float("inf"))
+
+
+# -- issue 33: a server's answer is checked before it is believed ----------------------------
+
+
+def _token(i: int) -> dict[str, object]:
+    entry = {"token": f"token_id:{100 + i}", "logprob": -0.25}
+    return {"token": entry["token"], "logprob": -0.25, "top_logprobs": [entry]}
+
+
+def _event(i: int, finish: str | None = None) -> bytes:
+    choice = {
+        "index": 0,
+        "delta": {"content": f"t{i}"},
+        "logprobs": {"content": [_token(i)]},
+        "finish_reason": finish,
+    }
+    return f"data: {json.dumps({'choices': [choice]})}\n\n".encode()
+
+
+def streaming(tokens: int, end: bool, then: Handler | None = None) -> Handler:
+    """A vLLM-like server whose generation streams ``tokens`` tokens; with ``end``, the
+    last carries finish reason ``length`` and ``data: [DONE]`` follows; ``then`` runs
+    after the tokens (the connection closes when it returns: HTTP/1.0, no length)."""
+
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        if metadata(request):
+            return
+        request.send_response(200)
+        request.send_header("Content-Type", "text/event-stream")
+        request.end_headers()
+        for i in range(tokens):
+            last = end and i == tokens - 1
+            request.wfile.write(_event(i, "length" if last else None))
+            request.wfile.flush()
+        if end:
+            request.wfile.write(b"data: [DONE]\n\n")
+        if then is not None:
+            then(request)
+
+    return handler
+
+
+def _partial(tmp_path: Path) -> bool:
+    return bool(json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "partial")
+
+
+def test_a_whole_stream_completes_the_run(serve: Callable[[Handler], str], tmp_path: Path) -> None:
+    """The control of the three below: six tokens, a finish reason and [DONE] are believed."""
+    url = serve(streaming(6, end=True))
+    status, _, err = cli(trace(url, tmp_path, "--token-timeout", "2"))
+    assert status == 0, err
+    assert not _partial(tmp_path)
+
+
+def test_an_html_page_answering_the_generation_is_one_line(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    """Probe (a): the metadata is right, the generation gets a proxy's page with status
+    200: it was exit 0 and a `complete` run with empty outputs."""
+
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        if not metadata(request):
+            reply(request, "<html><body>502 Bad Gateway</body></html>", "text/html")
+
+    url = serve(handler)
+    status, _, err = cli(trace(url, tmp_path, "--token-timeout", "2"))
+    assert_one_line_error(status, err, url, "/v1/chat/completions", "HTML page", "partial")
+    assert _partial(tmp_path)
+
+
+def test_json_of_another_shape_is_one_line(serve: Callable[[Handler], str], tmp_path: Path) -> None:
+    """Probe: an event stream of JSON objects without choices was read as no tokens."""
+
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        if not metadata(request):
+            body = 'data: {"result": "ok"}\n\ndata: [DONE]\n\n'
+            reply(request, body, "text/event-stream")
+
+    url = serve(handler)
+    status, _, err = cli(trace(url, tmp_path, "--token-timeout", "2"))
+    assert_one_line_error(status, err, url, "another shape", "partial")
+    assert _partial(tmp_path)
+
+
+def test_a_connection_closed_half_way_is_one_line(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    """Probe (b): three of six tokens, then the server closes the connection: it was
+    exit 0 and a `complete` run with cut-off outputs (finish reason null)."""
+    url = serve(streaming(3, end=False))
+    status, _, err = cli(trace(url, tmp_path, "--token-timeout", "2"))
+    assert_one_line_error(status, err, url, "ended before its end", "partial")
+    assert _partial(tmp_path)
+
+
+def test_a_done_without_a_finish_reason_is_one_line(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        streaming(3, end=False)(request)
+        request.wfile.write(b"data: [DONE]\n\n")
+
+    url = serve(handler)
+    status, _, err = cli(trace(url, tmp_path, "--token-timeout", "2"))
+    assert_one_line_error(status, err, url, "without a finish reason", "after 3 tokens")
+    assert _partial(tmp_path)
+
+
+def test_keep_alive_comments_do_not_extend_the_token_timeout(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    """Probe (c): two tokens, then `: keepalive` every 0.2 s: every byte reset the read
+    timeout, so the trace never ended. The server gives up after 60 s on its own."""
+    release = threading.Event()
+
+    def keepalive(request: BaseHTTPRequestHandler) -> None:
+        for _ in range(300):  # at most 60 s, then the connection closes
+            if release.wait(0.2):
+                return
+            try:
+                request.wfile.write(b": keepalive\n\n")
+                request.wfile.flush()
+            except OSError:
+                return  # the client hung up
+
+    url = serve(streaming(2, end=False, then=keepalive))
+    t0 = time.monotonic()
+    try:
+        status, _, err = cli(trace(url, tmp_path, "--token-timeout", "1"))
+    finally:
+        release.set()
+    elapsed = time.monotonic() - t0
+    assert_one_line_error(status, err, url, "sent no token for 1 s", "partial")
+    assert _partial(tmp_path)
+    assert elapsed < 30, elapsed  # a bound on a hang (the server stops at 60 s), not a speed

@@ -19,9 +19,31 @@ class TokenlensError(Exception):
 
 
 class Interrupted(TokenlensError):
-    """Ctrl-C, after what finished was kept: the message says where and what to type next."""
+    """Ctrl-C (or SIGTERM, SIGHUP), after what finished was kept: the message says where
+    and what to type next. The exit status is 128 + the signal, as shells report it."""
 
     exit_status = 130  # 128 + SIGINT, as shells report an interrupted command
+
+    def __init__(self, message: str, signal_number: int = 2) -> None:
+        super().__init__(message)
+        self.exit_status = 128 + signal_number
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``timeout``, ``docker stop``, Slurm, a closed terminal), raised
+    where Ctrl-C raises KeyboardInterrupt so that both end a command the same way."""
+
+    def __init__(self, signal_number: int, name: str) -> None:
+        super().__init__(name)
+        self.signal_number = signal_number
+        self.name = name
+
+
+def interruption(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """What stopped a command, for its one line, and the signal number (2: Ctrl-C)."""
+    if isinstance(exc, Stopped):
+        return f"stopped by {exc.name}", exc.signal_number
+    return "interrupted", 2
 
 
 def os_error_line(exc: OSError) -> str:

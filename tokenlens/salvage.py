@@ -106,6 +106,9 @@ class Salvage:
     finished: set[str]
     gaps: list[str]
     counters: SpecCounters  # derived from ``events``: vLLM's died with the engine
+    # Requests vLLM finished whose step files stop short of their output (the events
+    # of their last steps were lost): not in ``finished``, so a resume generates them.
+    cut: list[str] = dataclasses.field(default_factory=list)
 
     def finished_only(self) -> Salvage:
         """The requests vLLM finished and their events (what ``trace --resume`` keeps)."""
@@ -113,7 +116,15 @@ class Salvage:
         keep = pc.is_in(self.events.column("request_id"), finished)
         events = self.events.filter(keep)
         requests = [r for r in self.requests if r.prompt_id in self.finished]
-        return Salvage(requests, events, self.finished, self.gaps, counters_from_events(events))
+        counters = counters_from_events(events)
+        return Salvage(requests, events, self.finished, self.gaps, counters, self.cut)
+
+    def unfinished(self) -> list[str]:
+        """The recorded requests cut off (no finish reason), or whose events are cut."""
+        cut = set(self.cut)
+        return sorted(
+            r.prompt_id for r in self.requests if r.finish_reason is None or r.prompt_id in cut
+        )
 
 
 def salvage(
@@ -132,6 +143,7 @@ def salvage(
         vocab = None
     source: dict[str, tuple[int, GeneratedRequest]] = {}
     recorded: set[str] = set()
+    cut: set[str] = set()  # finished by vLLM, but its step file stops short of its output
     tables: list[pa.Table] = []
     gaps: list[str] = []
     for attempt, directory in enumerate(attempt_dirs(run)):
@@ -142,12 +154,19 @@ def salvage(
             if rid in recorded:
                 continue
             steps = capture.outputs.get(rid)
-            if steps is not None and list(steps) != list(req.output_token_ids):
+            if list(steps or ()) != list(req.output_token_ids):
+                # The step file stops short of vLLM's output (a SIGKILL cuts its last
+                # lines): the request is kept for what it holds but is not finished, so
+                # a resume generates it again (a later attempt may hold it whole).
                 gaps.append(f"{rid}: vLLM's output differs from the step files")
+                cut.add(rid)
+                source[rid] = (attempt, req)
+                continue
             recorded.add(rid)
+            cut.discard(rid)
             source[rid] = (attempt, req)
         for rid, ids in capture.outputs.items():
-            if rid in recorded:
+            if rid in recorded or (rid in cut and source[rid][0] == attempt):
                 continue
             text = decode_output(vocab, ids) if vocab is not None else ""
             reason = (
@@ -173,7 +192,7 @@ def salvage(
         parts.append(table.filter(keep))
     events = pa.concat_tables(parts) if parts else EVENTS_WRITE_SCHEMA.empty_table()
     requests = [req for _, (_, req) in sorted(source.items())]
-    return Salvage(requests, events, recorded, gaps, counters_from_events(events))
+    return Salvage(requests, events, recorded, gaps, counters_from_events(events), sorted(cut))
 
 
 def salvage_partial(
@@ -183,8 +202,14 @@ def salvage_partial(
     pairs: dict[str, str | None],
     max_tokens: dict[str, int | None] | None = None,
     ignore_eos: bool = False,
+    facts: dict[str, Any] | None = None,
 ) -> Salvage:
     """Turn what the plugin and worker flushed before a crash into an analysable partial run.
+
+    ``facts``: what the engine said about itself (dtype, engine, ...), recorded in the
+    manifest where it holds none yet, so that a resume keeps them. A request vLLM
+    finished whose step files stop short of its output is listed in
+    ``salvage.events_cut`` and ``salvage.unfinished``, and generated again by a resume.
 
     Finished requests come from the worker's records, the others are rebuilt from the
     recorded steps (every appended token is in them) and decoded with the run's
@@ -205,8 +230,12 @@ def salvage_partial(
         salvage={
             "requests": len(found.requests),
             "finished": len(found.finished),
-            "unfinished": sorted(r.prompt_id for r in found.requests if r.finish_reason is None),
+            "unfinished": found.unfinished(),
+            "events_cut": found.cut,
         },
     )
+    for key, value in (facts or {}).items():  # the engine's own facts, unless recorded
+        if value is not None:
+            manifest.setdefault(key, value)
     write_json_atomic(run / MANIFEST, manifest)
     return found

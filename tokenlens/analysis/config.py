@@ -39,6 +39,10 @@ class AnalyzeConfig:
     allow_partial: bool = False
     allow_unreconciled: bool = False
     overwrite: bool = False
+    # Runs that share requests (analysis/overlap.py): "refuse" or "keep-longest"; and
+    # --strict: refuse prompts whose script contradicts their label (analysis/damage.py).
+    overlap: str = "refuse"
+    strict: bool = False
     # A prompt file whose tags.domain gives each prompt's domain (the per-domain gaps).
     prompts: Path | None = None
     # The sections no verdict reads (per-class differences, per-k verdicts, domains,

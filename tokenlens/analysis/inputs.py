@@ -31,6 +31,7 @@ stop the analysis with one line that names the run, the request and the reason,
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -44,6 +45,8 @@ import pyarrow.compute as pc
 
 from tokenlens import __version__
 from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.damage import check_damage
+from tokenlens.analysis.overlap import resolve_overlap
 from tokenlens.analysis.run_checks import (
     check_events,
     check_manifest,
@@ -123,12 +126,16 @@ class CheckedInputs:
     warnings: tuple[str, ...]  # analysed despite: partial, unreconciled (one line each)
     notes: tuple[str, ...]  # worth knowing, not a defect: resumed runs
     groups: tuple[PoolGroup, ...] = ()  # with --compare: the runs of each analysis
+    damage: dict[str, Any] = dataclasses.field(
+        default_factory=dict
+    )  # summary.json → inputs (damage.py)
 
     def section(self) -> dict[str, Any]:
         """``summary.json`` → ``inputs``: what was checked and what to say at the top."""
         return {
             "warnings": list(self.warnings),
             "notes": list(self.notes),
+            **self.damage,
             "runs": [
                 {
                     "path": str(run.path),
@@ -182,9 +189,22 @@ def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> Che
                 f"{run.path}: resumed after a crash; {salvaged} requests were salvaged from "
                 "step files (their counters are not vLLM's), the rest reconciled with vLLM"
             )
+    # Damage (non-finite confidences, contradicted language labels), then requests that
+    # two runs share: each output token counts once (docs/errors.md).
+    runs, damaged, damage = check_damage(runs, tokenizers, config.strict)
+    warnings += damaged
+    kept: dict[Path, Run] = {}
+    for group in groups:
+        members, dropped = resolve_overlap(
+            [r for r in runs if r.path in group.paths], config.overlap
+        )
+        kept.update((run.path, run) for run in members)
+        warnings += dropped
+    tokenizers = [t for run, t in zip(runs, tokenizers, strict=True) if run.path in kept]
+    runs = [kept[run.path] for run in runs if run.path in kept]
     claim_out(config.out)
     return CheckedInputs(
-        tuple(runs), tuple(tokenizers), tuple(warnings), tuple(notes), tuple(groups)
+        tuple(runs), tuple(tokenizers), tuple(warnings), tuple(notes), tuple(groups), damage
     )
 
 

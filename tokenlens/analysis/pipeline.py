@@ -38,7 +38,7 @@ from tokenlens.capture.reconcile import reconciliation
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay.trust import unvouched
-from tokenlens.rundir import MANIFEST, manifest_k, read_run, write_json_atomic
+from tokenlens.rundir import MANIFEST, manifest_k, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
 
 TOKENS = "tokens.parquet"
@@ -72,10 +72,10 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
-    runs = [read_run(path) for path in config.runs]  # validate all before any work
-    progress.stage("read and classify runs", total=len(config.runs), unit="run")
+    runs = list(checked.runs)  # as checked: damage excluded, shared requests resolved
+    progress.stage("read and classify runs", total=len(runs), unit="run")
     frames, outputs, infos = [], [], []
-    labels = _labels(config.runs)
+    labels = _labels([run.path for run in runs])
     for run, label in zip(runs, labels, strict=True):
         frames.append(join_run(run, label, config.tokenizer))
         outputs.append(output_texts(run, label, config.tokenizer))

@@ -9,6 +9,7 @@ concerns several runs and the output directory.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -127,6 +128,25 @@ def _check_output_index(run: Run, where: Path) -> None:
         raise TokenlensError(
             f"{where}: an emitted_token_id differs from its request's output at its output_index"
         )
+    _one_step_per_output_index(where, ev, row, at)
+
+
+def _one_step_per_output_index(where: Path, ev: pa.Table, row: Any, at: Any) -> None:
+    """Each output token comes out of one verification step: an output index that two
+    steps claim (events duplicated under shifted step numbers) would count it twice."""
+    key = row.astype(np.int64) * (int(at.max()) + 1) + at
+    order = np.argsort(key, kind="stable")
+    twice = np.flatnonzero(key[order][1:] == key[order][:-1])
+    if not len(twice):
+        return
+    first, second = order[twice[0]], order[twice[0] + 1]
+    steps = ev.column("step").to_numpy()
+    raise TokenlensError(
+        f"{where}: output index {int(at[first])} of request "
+        f"{ev.column('request_id')[int(first)].as_py()!r} appears in two verification steps "
+        f"({int(steps[first])} and {int(steps[second])}): each output token comes out of "
+        "exactly one step, so these events would count it twice"
+    )
 
 
 def _check_accepted(where: Path, ev: pa.Table) -> None:
@@ -141,16 +161,78 @@ def _check_accepted(where: Path, ev: pa.Table) -> None:
         raise TokenlensError(f"{where}: an accepted draft differs from the token that came out")
 
 
+CUT_GAP = ": vLLM's output differs from the step files"
+"""The capture gap salvage records for a request whose step file stops short of its output."""
+
+
+def cut_requests(manifest: dict[str, Any]) -> list[str]:
+    """Requests whose events stop short of their output (a step file cut by a crash).
+
+    A salvaged partial run lists them (``salvage.events_cut``, or its capture gaps
+    before that field); a run completed by a resume of an older tokenlens kept them,
+    named only in the last resume's ``salvage_gaps`` (a resume that records
+    ``events_cut`` generated them again, so they are whole).
+    """
+    gaps: list[Any] = []
+    if manifest.get("status") != "complete":
+        salvage = manifest.get("salvage")
+        listed = salvage.get("events_cut") if isinstance(salvage, dict) else None
+        gaps = list(manifest.get("capture_gaps") or [])
+        ids = {str(r) for r in listed} if isinstance(listed, list) else set()
+    else:
+        resumed = manifest.get("resumed")
+        last = resumed[-1] if isinstance(resumed, list) and resumed else None
+        if isinstance(last, dict) and "events_cut" not in last:
+            gaps = list(last.get("salvage_gaps") or [])
+        ids = set()
+    ids |= {g[: -len(CUT_GAP)] for g in gaps if isinstance(g, str) and g.endswith(CUT_GAP)}
+    return sorted(ids)
+
+
+def _listed(ids: list[str], most: int = 3) -> str:
+    shown = ", ".join(repr(i) for i in ids[:most])
+    return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
 def partial_warning(run: Run, allowed: bool) -> str | None:
-    if run.complete:
+    """None for a whole run; else refused (one line) or, with ``allowed``, the warning.
+
+    A run is not whole when it is ``partial``, or when some request's events stop short
+    of its output (:func:`cut_requests`), whatever its status says. Unfinished counts
+    every prompt of the run (``corpus.prompts``): those cut off, those whose events
+    are cut, and those never started.
+    """
+    cut = cut_requests(run.manifest)
+    if run.complete and not cut:
         return None
     salvage = run.manifest.get("salvage") or {}
     unfinished = salvage.get("unfinished") if isinstance(salvage, dict) else None
-    detail = (
-        f"{len(unfinished)} of {run.requests.num_rows} requests unfinished"
-        if isinstance(unfinished, list)
-        else f"{run.requests.num_rows} requests recorded"
-    )
+    corpus = run.manifest.get("corpus")
+    total = corpus.get("prompts") if isinstance(corpus, dict) else None
+    recorded = run.requests.num_rows
+    if not isinstance(total, int) or isinstance(total, bool) or total < recorded:
+        total = recorded
+    if run.complete:
+        detail = (
+            f"{len(cut)} of {total} requests have events that stop short of their output "
+            f"({_listed(cut)}: a step file cut by a crash, kept by a resume)"
+        )
+        if not allowed:
+            raise TokenlensError(
+                f"{run.path} is not complete although marked so: {detail}; trace it again, "
+                "or give --allow-partial"
+            )
+        return f"{run.path}: run with cut events analysed (--allow-partial): {detail}"
+    never = total - recorded
+    if isinstance(unfinished, list):
+        detail = f"{len(set(unfinished) | set(cut)) + never} of {total} requests unfinished"
+    else:  # not salvaged: what the trace wrote before it stopped
+        detail = f"{recorded} of {total} requests recorded"
+    parts = [f"{never} never started"] if never else []
+    if cut:
+        parts.append(f"{len(cut)} with events cut short of their output: {_listed(cut)}")
+    if parts:
+        detail += f" ({'; '.join(parts)})"
     if not allowed:
         raise TokenlensError(
             f"{run.path} is a partial run (the trace did not finish; {detail}): "

@@ -8,15 +8,18 @@ adds its parser and sets ``handler``. Errors the user can fix arrive as
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from tokenlens import __version__
 from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, replay, tokens, trace
 from tokenlens.cli.common import typed_option
-from tokenlens.errors import TokenlensError, os_error_line
+from tokenlens.errors import Stopped, TokenlensError, interruption, os_error_line
 
 DESCRIPTION = """\
 tokenlens explains why speculative decoding speeds up some text and not other text.
@@ -83,14 +86,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args.argv_typed = list(sys.argv[1:] if argv is None else argv)  # for messages
     try:
-        result: int = args.handler(args)
+        with stop_signals():
+            result: int = args.handler(args)
     except TokenlensError as exc:
         print(f"tokenlens: error: {exc}", file=sys.stderr)
         return exc.exit_status
     except OSError as exc:  # the machine's fault (disk full, permissions): one line too
         print(f"tokenlens: error: {os_error_line(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("tokenlens: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP before anything to keep
+        what, signal_number = interruption(exc)
+        print(f"tokenlens: {what}", file=sys.stderr)
+        return 128 + signal_number
     return result
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+"""The signals that end a command as Ctrl-C does (what ``timeout``, ``docker stop``,
+Slurm and a closed terminal send): exit status 143 and 129 (128 + the signal)."""
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`~tokenlens.errors.Stopped` (a KeyboardInterrupt)
+    while a command runs, so that a trace salvages and names its ``--resume`` command
+    for them as for Ctrl-C; the previous handlers come back after. Only the main
+    thread can set handlers: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signal_number: int, _frame: Any) -> None:
+        raise Stopped(signal_number, signal.Signals(signal_number).name)
+
+    previous = {}
+    for name in STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None:
+            previous[number] = signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

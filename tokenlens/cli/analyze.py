@@ -19,6 +19,8 @@ from tokenlens.cli.common import (
 MIN_BOOTSTRAP = 10
 # analysis.inputs.POOLING_FIELDS, named here so that the CLI starts without pandas.
 COMPARE_FIELDS = ("model", "weights", "decoding", "quantization")
+# analysis.overlap.OVERLAP_CHOICES, for the same reason.
+OVERLAP_CHOICES = ("refuse", "keep-longest")
 
 DESCRIPTION = """\
 Align every draft event of one or more traced runs with the token that came out,
@@ -57,8 +59,13 @@ directory, or a copy), a partial run (without --allow-partial), events that do n
 match the run's counters (without --allow-unreconciled), an --out that is a file
 or holds files analyze did not write (without --overwrite), runs of different target
 models, weights, decoding or quantization (without --compare, which analyses each
-apart), and a prompt id that names different prompts in two runs. Runs let through by
-an --allow flag are named at the top of the report and FINDINGS. docs/errors.md lists
+apart), a prompt id that names different prompts in two runs, runs of one drafter that
+share requests (without --overlap keep-longest), an output index that two verification
+steps claim, a run whose events stop short of a request's output (without
+--allow-partial), and, under --strict, prompts whose script contradicts their language
+label (otherwise a warning). Tokens with NaN or infinite logprobs lose their confidence,
+counted in summary.json. Runs let through by an --allow flag are named at the top of the
+report and FINDINGS. docs/errors.md lists
 what is refused, warned about and resumable.
 """
 
@@ -183,6 +190,20 @@ def register(subparsers: Any) -> None:
         help="write into an --out directory that holds files analyze did not write",
     )
     parser.add_argument(
+        "--overlap",
+        choices=OVERLAP_CHOICES,
+        default="refuse",
+        help="runs of one drafter (method, drafter model, k) that share requests (the same "
+        "prompt) would count them twice: refuse them (default), or keep-longest: keep each "
+        "shared request once, from the run where its output is longest (named in the report)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse prompts whose script contradicts their language label (a Japanese "
+        "prompt labelled en) instead of warning about them",
+    )
+    parser.add_argument(
         "--compare",
         action="append",
         choices=COMPARE_FIELDS,
@@ -218,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
         allow_partial=args.allow_partial,
         allow_unreconciled=args.allow_unreconciled,
         overwrite=args.overwrite,
+        overlap=args.overlap,
+        strict=args.strict,
         prompts=args.prompts,
     )
     progress = progress_for(args)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.cli.common import add_progress_flag, formatter, plan_file, progress_for, say
-from tokenlens.errors import Interrupted, TokenlensError
+from tokenlens.errors import Interrupted, TokenlensError, interruption
 
 HELP = """\
 Measure decoding speed for every case of a TOML plan: models x speculative methods
@@ -110,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_for(args)
     try:
         result = run_bench(config, progress)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
+        what, signal_number = interruption(exc)
         raise Interrupted(
-            f"interrupted — finished cases are kept in {args.out}: run the same command "
-            "again to continue"
+            f"{what} — finished cases are kept in {args.out}: run the same command "
+            "again to continue",
+            signal_number,
         ) from None
     progress.close()
     if result.resumed:

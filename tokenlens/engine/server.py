@@ -10,18 +10,19 @@ Timeouts fit the call (:class:`ServerTimeouts`): a metadata request (``/v1/model
 ``/version``, ``/metrics``) must be answered within seconds, and a streamed generation
 may go quiet for at most one token's allowance at a time, so a silent server ends a
 trace with one line naming its URL, while a long generation that keeps producing
-tokens is never cut. A reply that is not what vLLM sends (HTML from a proxy, a
-truncated JSON body) is one line too, naming the URL and path.
+tokens is never cut; the allowance is per token, so keep-alive comments do not extend
+it. A reply is believed only when it is what vLLM sends: the content type of a stream
+or of JSON, the shape of its events, and its proper end (``data: [DONE]`` and a finish
+reason of ``stop`` or ``length``); anything else (HTML from a proxy, JSON of another
+shape, a connection closed half-way) is one line too, naming the URL and path.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,14 @@ from tokenlens.engine.results import (
     GenerationResult,
     SpecCounters,
     TokenLogprobs,
+)
+from tokenlens.engine.sse import (
+    Malformed,
+    NoToken,
+    check_finish,
+    check_type,
+    short,
+    sse_chunks,
 )
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
@@ -57,10 +66,6 @@ class ServerTimeouts:
                 raise ValueError(f"{name} timeout must be a positive number of seconds")
 
 
-class _Malformed(Exception):
-    """A reply that is not what vLLM sends; the caller names the URL and path."""
-
-
 def parse_counters(text: str) -> SpecCounters:
     """vLLM's spec-decode counters from a Prometheus exposition, summed over labels."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -75,12 +80,8 @@ def parse_counters(text: str) -> SpecCounters:
                 position = int(sample.labels["position"]) if name == ACCEPTED_PER_POS else None
                 total += SpecCounters.from_metric(name, sample.value, position)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise _Malformed(f"not a Prometheus exposition ({_short(exc)})") from None
+        raise Malformed(f"not a Prometheus exposition ({short(exc)})") from None
     return total
-
-
-def _short(exc: BaseException) -> str:
-    return (" ".join(str(exc).split()) or type(exc).__name__)[:160]
 
 
 def _token_id(token: str) -> int:
@@ -89,35 +90,6 @@ def _token_id(token: str) -> int:
             "the server did not return token ids (needs vLLM's return_tokens_as_token_ids)"
         )
     return int(token.split(":", 1)[1])
-
-
-def _sse_chunks(lines: Iterable[str], cancelled: threading.Event) -> Iterator[dict[str, Any]]:
-    """The JSON payloads of an OpenAI-style event stream (``data: {...}`` lines).
-
-    Stops (closing the stream, which makes vLLM abort the request) once ``cancelled``
-    is set: Ctrl-C ends every request in flight within a token.
-    """
-    for line in lines:
-        if cancelled.is_set():
-            raise _Cancelled
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return
-        try:
-            chunk = json.loads(payload)
-        except ValueError as exc:
-            raise _Malformed(f"an event that is not JSON ({_short(exc)})") from None
-        if not isinstance(chunk, dict):
-            raise _Malformed("an event that is not a JSON object")
-        if "error" in chunk:
-            raise TokenlensError(f"the server reported an error: {chunk['error']}")
-        yield chunk
-
-
-class _Cancelled(Exception):
-    """The run was interrupted: this request stops reading."""
 
 
 @dataclass
@@ -186,7 +158,7 @@ class ServerClient:
             ) from None
         except httpx.HTTPError as exc:
             raise TokenlensError(
-                f"cannot reach the vLLM server at {self.url}{path}: {_short(exc)}"
+                f"cannot reach the vLLM server at {self.url}{path}: {short(exc)}"
             ) from None
         return response
 
@@ -227,7 +199,7 @@ class ServerClient:
         response = self._get("/metrics")
         try:
             return parse_counters(response.text)
-        except _Malformed as exc:
+        except Malformed as exc:
             raise self._malformed("/metrics", str(exc)) from None
 
     def _body(self, model: str, job: PromptJob, sampling: SamplingConfig) -> dict[str, Any]:
@@ -279,7 +251,9 @@ class ServerClient:
                 metrics: dict[str, Any] = {}
                 with self._http.stream("POST", path, json=body, timeout=timeout) as response:
                     response.raise_for_status()
-                    for chunk in _sse_chunks(response.iter_lines(), self._cancelled):
+                    check_type(response, "text/event-stream")
+                    lines = response.iter_lines()
+                    for chunk in sse_chunks(lines, self._cancelled, self.timeouts.token):
                         prompt_ids = chunk.get("prompt_token_ids") or prompt_ids
                         usage = chunk.get("usage") or usage
                         metrics = chunk.get("metrics") or metrics
@@ -292,37 +266,39 @@ class ServerClient:
                             content.extend(entries)
                             finish = choice.get("finish_reason") or finish
                 output_text = "".join(text)
+                finish = check_finish(finish, len(content))
             else:
                 response = self._http.post(path, json=body, timeout=timeout)
                 response.raise_for_status()
+                check_type(response, "application/json")
                 try:
                     data = response.json()
                 except ValueError:
-                    raise _Malformed(f"not JSON but {_describe(response)}") from None
+                    raise Malformed(f"not JSON but {_describe(response)}") from None
                 choice = data["choices"][0]
                 content = (choice.get("logprobs") or {}).get("content") or []
                 output_text = choice["message"].get("content") or ""
-                finish = choice.get("finish_reason")
+                finish = check_finish(choice.get("finish_reason"), len(content))
                 usage = data.get("usage") or {}
                 metrics = data.get("metrics") or {}
                 prompt_ids = data.get("prompt_token_ids")
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, NoToken):
             raise TokenlensError(
                 f"request {job.rid} to {self.url}: the server sent no token for "
                 f"{timeout.read:g} s (--token-timeout sets the wait)"
             ) from None
         except httpx.HTTPError as exc:
-            raise TokenlensError(f"request {job.rid} to {self.url} failed: {_short(exc)}") from None
-        except _Malformed as exc:
-            raise self._malformed(path, str(exc)) from None
+            raise TokenlensError(f"request {job.rid} to {self.url} failed: {short(exc)}") from None
+        except Malformed as exc:
+            raise self._malformed(path, f"{exc} (request {job.rid})") from None
         except (KeyError, TypeError, IndexError, AttributeError) as exc:
-            raise self._malformed(path, f"JSON of another shape (no {_short(exc)})") from None
+            raise self._malformed(path, f"JSON of another shape (no {short(exc)})") from None
         try:
             return self._request(
                 job, sampling, content, output_text, finish, usage, metrics, prompt_ids, first
             )
         except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
-            raise self._malformed(path, f"logprobs of another shape ({_short(exc)})") from None
+            raise self._malformed(path, f"logprobs of another shape ({short(exc)})") from None
 
     def _request(
         self,

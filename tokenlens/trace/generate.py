@@ -13,13 +13,14 @@ from tokenlens.engine.config import (
     PromptJob,
 )
 from tokenlens.engine.results import GenerationResult
-from tokenlens.errors import Interrupted, TokenlensError, os_error_line
+from tokenlens.errors import Interrupted, TokenlensError, interruption, os_error_line
 from tokenlens.progress import Progress
 from tokenlens.rundir import (
     MANIFEST,
 )
 from tokenlens.salvage import Salvage, salvage_partial
 from tokenlens.trace.config import TraceConfig
+from tokenlens.trace.manifest import engine_fields
 
 
 def note_lost_identities(summary: dict[str, Any], progress: Progress) -> None:
@@ -44,8 +45,8 @@ def generate_or_salvage(
 
     ``run`` is every job of the run with its languages and pairs (what salvage needs);
     None: nothing to salvage (a server's step files are shared). A dead engine, a
-    full disk and Ctrl-C end the same way: what finished is salvaged into the
-    ``partial`` run and one line says how to continue it (Ctrl-C exits 130).
+    full disk, Ctrl-C, SIGTERM and SIGHUP end the same way: what finished is salvaged
+    into the ``partial`` run and one line says how to continue it (exit 130, 143, 129).
     ``if_dead`` may hold ``{finished}``, replaced by how many requests finished.
     """
     if start is not None:
@@ -59,22 +60,30 @@ def generate_or_salvage(
             return backend.generate(jobs, config.sampling, config.concurrency)
     except (TokenlensError, OSError) as exc:
         line = str(exc) if isinstance(exc, TokenlensError) else os_error_line(exc)
-        said = if_dead.replace("{finished}", _salvage_note(config, run))
+        said = if_dead.replace("{finished}", _salvage_note(config, run, _info(backend)))
         raise TokenlensError(f"{line} — {said}") from None
-    except KeyboardInterrupt:
-        said = if_dead.replace("{finished}", _salvage_note(config, run))
-        raise Interrupted(f"interrupted — {said}") from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (tokenlens.errors.Stopped)
+        what, signal_number = interruption(exc)
+        said = if_dead.replace("{finished}", _salvage_note(config, run, _info(backend)))
+        raise Interrupted(f"{what} — {said}", signal_number) from None
+
+
+def _info(backend: Backend) -> dict[str, Any]:
+    """What the backend said about itself (empty until it started)."""
+    info = getattr(backend, "info", None)
+    return info if isinstance(info, dict) else {}
 
 
 def _salvage_note(
     config: TraceConfig,
     run: tuple[list[PromptJob], dict[str, str], dict[str, str | None]] | None,
+    info: dict[str, Any],
 ) -> str:
     """Salvage what finished; what to say about it (never raises an OSError)."""
     if run is None:
         return ""
     try:
-        found = salvage_run(config, *run)
+        found = salvage_run(config, *run, facts=engine_fields(info, {}) if info else None)
     except OSError as exc:
         return f" (salvaging failed: {os_error_line(exc)}; --resume salvages it later)"
     return f" ({len(found.finished)} of {len(run[0])} requests finished)"
@@ -85,6 +94,7 @@ def salvage_run(
     jobs: list[PromptJob],
     langs: dict[str, str],
     pairs: dict[str, str | None],
+    facts: dict[str, Any] | None = None,
 ) -> Salvage:
     manifest = json.loads((config.out / MANIFEST).read_text(encoding="utf-8"))
     return salvage_partial(
@@ -94,4 +104,5 @@ def salvage_run(
         pairs,
         {job.rid: job.max_tokens for job in jobs},
         config.sampling.ignore_eos,
+        facts,
     )

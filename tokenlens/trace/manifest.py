@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens import __version__
+from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.options import (
     options_label,
 )
@@ -118,6 +119,23 @@ def prefix_cache_fields(info: dict[str, Any]) -> dict[str, Any]:
             "hit_tokens": info.get("prefix_cache_hits"),
         }
     }
+
+
+def engine_fields(
+    backend_info: dict[str, Any], result_info: dict[str, Any], capture: Path | None = None
+) -> dict[str, Any]:
+    """What the engine that generated says about itself, as manifest fields: ``dtype``,
+    ``engine`` (vLLM's resolved config; a server's from its capture status), and the
+    run's ``num_preemptions`` and ``prefix_cache`` where reported. One builder for a
+    finished trace, a salvaged one and a resumed one, so none of them loses a field."""
+    fields: dict[str, Any] = {k: result_info[k] for k in ("num_preemptions",) if k in result_info}
+    fields.update(prefix_cache_fields(result_info))
+    fields.update({k: backend_info[k] for k in ("dtype",) if k in backend_info})
+    engine = backend_info.get("engine")
+    if engine is None and capture is not None:
+        engine = served_engine_facts(capture)
+    fields["engine"] = engine
+    return fields
 
 
 def reported_per_request(requests: Any) -> dict[str, dict[str, Any]]:

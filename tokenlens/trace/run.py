@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.capture.recorder import WRITE_SECONDS
-from tokenlens.capture.summary import served_engine_facts
 from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import (
     PromptJob,
@@ -43,8 +42,8 @@ from tokenlens.trace.checks import installed_vllm, precheck_capture, precheck_op
 from tokenlens.trace.config import StartBackend, TraceConfig, select_prompts, trace_jobs
 from tokenlens.trace.generate import generate_or_salvage, note_lost_identities
 from tokenlens.trace.manifest import (
+    engine_fields,
     manifest_for,
-    prefix_cache_fields,
     reported_per_request,
     served_manifest,
 )
@@ -239,10 +238,7 @@ def _trace_into(
                 "wall_seconds": result.wall_seconds,
                 "output_tokens": sum(len(r.output_token_ids) for r in result.requests),
             },
-            **{k: result.info[k] for k in ("num_preemptions",) if k in result.info},
-            **prefix_cache_fields(result.info),
-            **{k: traced.backend.info[k] for k in ("dtype",) if k in traced.backend.info},
-            "engine": traced.backend.info.get("engine") or served_engine_facts(traced.capture),
+            **engine_fields(traced.backend.info, result.info, traced.capture),
         },
     )
     summary = writer.manifest["capture"]
