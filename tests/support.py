@@ -556,12 +556,12 @@ class FakeEngine:
             f.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
 
     # -- replay's worker (Engine.call) -------------------------------------------------
-    def call(self, function: str, *args: Any) -> Any:
-        from tokenlens.replay import ngram, passes
+    def call(self, operation: str, *args: Any) -> Any:
+        from tokenlens.engine import passes
 
-        if function == ngram.IN_ENGINE:
+        if operation == passes.NGRAM:
             return self._ngram(args[0])
-        assert function == passes.GREEDY, function
+        assert operation == passes.GREEDY, operation
         model = self._model(self.config.model)
         results = []
         for req in args[0]:

@@ -277,33 +277,28 @@ def extension_kwargs(extra: dict[str, Any]) -> dict[str, Any]:
     return {"worker_extension_cls": EXTENSION}
 
 
-# Stand-in models for resolving vLLM's decisions per method without weights, a hub or
-# a tokenizer (doctor): method -> (target, drafter) among tokenlens.models.tiny's
-# configs. Only their config.json is written; nothing is loaded.
-STAND_INS: dict[str, tuple[str, str | None]] = {
-    "ngram": ("tiny-qwen3", None),
-    "draft_model": ("tiny-qwen3", "tiny-qwen3"),
-    "mtp": ("tiny-mimo-mtp", None),
-    "dflash": ("tiny-qwen3", "tiny-qwen3-dflash"),
-}
-
-
 def resolve_method(method: str, k: int = 3) -> dict[str, Any]:
     """vLLM's resolved config facts for ``method`` on this machine, on stand-in models.
 
     Builds the ``VllmConfig`` an engine would (model, parallel and speculative config),
     so async scheduling and the model runner are what this vLLM decides here for that
-    method, not what a list says. Raises ``KeyError`` for a method without a stand-in
-    and whatever vLLM raises for a config it refuses.
+    method, not what a list says. The stand-in models are the method table's
+    (:data:`tokenlens.engine.methods.METHODS`; only their config.json is written, nothing
+    is loaded). Raises ``KeyError`` for a method without a stand-in and whatever vLLM
+    raises for a config it refuses.
     """
     import json
     import tempfile
 
     from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig, VllmConfig
 
+    from tokenlens.engine.methods import METHODS
     from tokenlens.models.tiny import TINY_CONFIGS
 
-    target, drafter = STAND_INS[method]
+    row = METHODS.get(method)
+    if row is None or row.stand_in is None:
+        raise KeyError(method)
+    target, drafter = row.stand_in
     with tempfile.TemporaryDirectory(prefix="tokenlens-stand-in-") as tmp:
         dirs = {}
         for name in {target, drafter} - {None}:
@@ -317,8 +312,7 @@ def resolve_method(method: str, k: int = 3) -> dict[str, Any]:
         spec: dict[str, Any] = {"method": method, "num_speculative_tokens": k}
         if drafter is not None:
             spec["model"] = dirs[drafter]
-        if method == "ngram":
-            spec.update(prompt_lookup_max=4, prompt_lookup_min=1)
+        spec.update(row.defaults)
         speculative = SpeculativeConfig(
             **spec, target_model_config=model, target_parallel_config=parallel
         )
