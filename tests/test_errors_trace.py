@@ -64,10 +64,12 @@ def trace_args(out: Path, cache: Path, *extra: str) -> list[str]:
     ]
 
 
-@pytest.fixture
-def reference(tmp_path: Path, tiny_cache: Path, fake_vllm: FakeVllm) -> Path:
-    """The same trace, left alone."""
-    out = tmp_path / "reference"
+@pytest.fixture(scope="module")
+def reference(
+    tmp_path_factory: pytest.TempPathFactory, tiny_cache: Path, module_fake_vllm: None
+) -> Path:
+    """The same trace, left alone (made once for the module)."""
+    out = tmp_path_factory.mktemp("reference") / "run"
     status, _, err = cli(trace_args(out, tiny_cache), FakeVllm())
     assert status == 0, err
     return out
