@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support import assert_one_line_error, cli, copy_run
+from tests.support import FakeVllm, assert_one_line_error, cli, copy_run, write_prompts
+from tokenlens.engine.config import SamplingConfig
 from tokenlens.engine.methods import (
     FREE,
     METHODS,
@@ -23,6 +24,8 @@ from tokenlens.engine.methods import (
     speculative_names,
 )
 from tokenlens.errors import TokenlensError
+from tokenlens.rundir import read_run
+from tokenlens.trace import TraceConfig, run_trace
 
 FAST = ["--quiet", "--bootstrap", "10", "--no-regression"]
 
@@ -100,3 +103,33 @@ def test_a_declared_family_is_the_one_analysed(tmp_path: Path) -> None:
     assert summary["runs"][0]["speed"]["draft_cost"] == 0.0
     family = pq.read_table(out / "tokens.parquet", columns=["family"]).column("family")
     assert set(family.to_pylist()) == {FREE}
+
+
+def test_trace_records_a_method_vllm_has_and_the_table_does_not(
+    tmp_path: Path, tiny_cache: Path, fake_vllm: FakeVllm
+) -> None:
+    """`dspark` is one of vLLM's methods without a row: traced and recorded as it is,
+    then refused by analyze until its family is declared."""
+    names = speculative_names()
+    if names is None or "dspark" not in names.methods:
+        pytest.skip("needs the sources of a vLLM with the dspark method")
+    prompts = [
+        {"id": f"{x}-0", "lang": x, "pair": "p0", "text": "四季 seasons"} for x in ("ja", "en")
+    ]
+    config = TraceConfig(
+        prompts=write_prompts(tmp_path / "p.jsonl", prompts),
+        out=tmp_path / "run",
+        model="tiny-qwen3",
+        draft_model="tiny-mimo-mtp",
+        method="dspark",
+        k=2,
+        load_format="dummy",
+        cache=tiny_cache,
+        sampling=SamplingConfig(max_tokens=12, logprobs=2),
+    )
+    run = read_run(run_trace(config, start=fake_vllm))
+    assert run.manifest["speculative"]["method"] == "dspark" and run.complete
+    out = tmp_path / "out"
+    status, _, err = cli(["analyze", str(run.path), "--out", str(out), *FAST])
+    assert_one_line_error(status, err, "'dspark'", "--method-family dspark=trained")
+    assert not out.exists()

@@ -1,26 +1,20 @@
 """How the engine really ran, read from vLLM itself: the manifest's ``engine`` object.
 
-A user's GPU run differs from the CPU runs of the development machine in ways that
-change what a trace means: the model runner (V1 or V2: vLLM 0.33 made V2 the default
-on GPUs, 0.34 removed V1), async scheduling (placeholder drafts), the drafter's class,
-dtype and quantization, the device. None of it is guessed from a list of methods or
-versions here; every field is read from vLLM's resolved ``VllmConfig`` or from the live
-objects of the engine process:
+Contract: :func:`config_facts` reads a resolved ``VllmConfig`` (in the tokenlens engine
+worker, or in the plugin's scheduler process for ``vllm serve``);
+:class:`EngineFactsExtension`, a vLLM worker extension (``worker_extension_cls``),
+reports each worker's model runner, drafter (``drafter`` under V1, ``speculator``
+under V2) and device; :func:`merge_facts` joins the two (live worker facts win; what
+could not be read is null with its reason under ``unavailable``); :func:`resolve_method`
+builds the config vLLM would for a method on the method table's stand-in models
+(``doctor``). Nothing is guessed from a list of methods or versions. No vLLM import at
+module level: vLLM's workers import the extension, and the CLI process never imports
+vLLM.
 
-- :func:`config_facts` reads a resolved ``VllmConfig`` (what the front end built, or
-  what the scheduler holds: the same object, pickled to the engine core). It runs in
-  the tokenlens engine worker for a local engine and in the plugin's scheduler process
-  for ``vllm serve`` (written to the plugin's status file), so ``trace --server`` records
-  what that process can see.
-- :class:`EngineFactsExtension` is a vLLM *worker extension* (``worker_extension_cls``,
-  vLLM's own mechanism for adding ``collective_rpc`` methods to its workers): inside each
-  worker it reads the model runner, its drafter (``drafter`` under V1, ``speculator``
-  under V2) and the device. The local engine asks every worker for it after start.
-- :func:`merge_facts` joins the two: live worker facts win over config facts, and what
-  could not be read is null with its reason under ``unavailable``.
-
-No vLLM import at module level: the extension class is imported by vLLM's workers, and
-the CLI process never imports vLLM.
+Why: a user's GPU run differs from the CPU runs of the development machine in ways that
+change what a trace means: the model runner (vLLM 0.33 made V2 the default on GPUs,
+0.34 removed V1), async scheduling (placeholder drafts), the drafter's class, dtype,
+quantization and the device.
 """
 
 from __future__ import annotations
