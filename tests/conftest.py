@@ -4,6 +4,7 @@ models' directories, and the fake engine of trace, bench and replay's control-fl
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,14 +37,28 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
-@pytest.fixture
-def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> FakeVllm:
-    """Starts fake engines (tests/support.py) for run_trace, resume_trace, run_bench and
-    run_replay; the installed vLLM's version, which signatures name, is the fake's."""
+def as_if_fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed vLLM's version, which signatures name, is the fake's; tiny models'
+    tokenizers load once per process."""
     for module in ("tokenlens.trace.run", "tokenlens.trace.resume", "tokenlens.bench.measure"):
         monkeypatch.setattr(f"{module}.installed_vllm", lambda: FAKE_VLLM_VERSION)
     monkeypatch.setattr(runner, "load_hf_tokenizer", _hf_tokenizer)
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> FakeVllm:
+    """Starts fake engines (tests/support.py) for run_trace, resume_trace, run_bench and
+    run_replay (:func:`as_if_fake_vllm`)."""
+    as_if_fake_vllm(monkeypatch)
     return FakeVllm()
+
+
+@pytest.fixture(scope="module")
+def module_fake_vllm(tiny_cache: Path) -> Iterator[None]:
+    """:func:`as_if_fake_vllm` for a module's fixtures (a reference run made once)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        as_if_fake_vllm(monkeypatch)
+        yield
 
 
 # -- how many engines the session started, and how many loaded the real pair ----------------

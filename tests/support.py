@@ -14,7 +14,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -83,14 +83,15 @@ def copy_run(dest: Path, source: Path = REAL_RUN) -> Path:
     return dest
 
 
-def cli(argv: list[str]) -> tuple[int, str, str]:
-    """The real ``tokenlens.cli.main`` in-process: (exit status, stdout, stderr)."""
+def cli(argv: list[str], start: Any = None) -> tuple[int, str, str]:
+    """The real ``tokenlens.cli.main`` in-process: (exit status, stdout, stderr); ``start``
+    makes trace's engines (a :class:`FakeVllm`; default: vLLM's)."""
     from tokenlens.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            status = main(argv)
+            status = main(argv, start)
         except SystemExit as exc:  # argparse: --help, usage errors
             status = exc.code if isinstance(exc.code, int) else 1
     return status, out.getvalue(), err.getvalue()
@@ -515,9 +516,12 @@ class FakeEngine:
                 self._append(trace_dir, "finished", [asdict(done[req.job.rid])])
                 self.progress.advance(1)
                 self.finished += 1
+            if self.vllm.during is not None:
+                during, self.vllm.during = self.vllm.during, None
+                during()
             dies = self.vllm.die_after.get(self.index)
             if dies is not None and self.finished >= dies and running:
-                raise TokenlensError(f"the vLLM engine died (fake); see {self.log_path}")
+                raise self.vllm.death(f"the vLLM engine died (fake); see {self.log_path}")
         return GenerationResult(
             requests=tuple(done[job.rid] for job in jobs),
             wall_seconds=max(time.perf_counter() - t0, 1e-6),
@@ -597,12 +601,12 @@ class FakeEngine:
             f.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
 
     # -- replay's worker (Engine.call) -------------------------------------------------
-    def call(self, function: str, *args: Any) -> Any:
-        from tokenlens.replay import ngram, passes
+    def call(self, operation: str, *args: Any) -> Any:
+        from tokenlens.engine import passes
 
-        if function == ngram.IN_ENGINE:
+        if operation == passes.NGRAM:
             return self._ngram(args[0])
-        assert function == passes.GREEDY, function
+        assert operation == passes.GREEDY, operation
         model = self._model(self.config.model)
         results = []
         for req in args[0]:
@@ -656,12 +660,16 @@ class FakeVllm:
     """Starts :class:`FakeEngine`s: pass it as ``start`` to run_trace, resume_trace,
     run_bench or run_replay. ``started`` lists the engine config of every engine that
     started; ``die_after`` maps a start (0 = the first) to how many requests it finishes
-    before it dies; ``fail_start`` lists the starts that fail at once. ``drafter`` names
+    before it dies, raising ``death`` (a TokenlensError; KeyboardInterrupt for Ctrl-C);
+    ``fail_start`` lists the starts that fail at once; ``during`` is called once, after the
+    first step an engine generates (another process acting meanwhile). ``drafter`` names
     the model directory that drafts with :func:`toy_drafter` (every other one is the
     toy target)."""
 
     die_after: dict[int, int] = field(default_factory=dict)
     fail_start: set[int] = field(default_factory=set)
+    death: Callable[[str], BaseException] = TokenlensError
+    during: Callable[[], None] | None = None
     drafter: str = "tiny-mimo-mtp"
     started: list[Any] = field(default_factory=list)
     gpu_runners: bool = False  # resolve runners as vLLM 0.25 on a GPU (FakeEngine._facts)

@@ -1,21 +1,31 @@
 """The package's layers, as docs/architecture.md draws them, checked on the code's imports.
 
-Every ``import`` of a ``tokenlens`` module is read with :mod:`ast`, including imports
-inside functions and under ``if TYPE_CHECKING:``: a lazy import is still a dependency
-(it is what must be importable, and what a reader must know, for that code to run), so
-it obeys the same order. Two rules:
+Contract: every dependency of one ``tokenlens`` module on another is an *arrow*, and
+arrows run down the layers of :data:`LAYERS` only (siblings on one layer do not know
+each other), with no circle between modules. An arrow is, wherever it sits (module top,
+function body, ``if TYPE_CHECKING:``):
 
-- a module may import its own room (package or top-level module) and any room on a
-  *lower* layer; rooms on the same layer are siblings that do not know each other;
-- no import circle between modules (inside a room too).
+- an ``import`` / ``from ... import`` statement;
+- ``importlib.import_module(NAME)``, ``__import__(NAME)`` or
+  ``importlib.util.find_spec(NAME)``, NAME a string or a module-level string constant;
+  any other argument is a blind spot and fails the test;
+- a string that names a tokenlens module or object (``"tokenlens.engine.worker"``,
+  ``"tokenlens.capture.plugin:register"``) and is in :data:`BY_NAME`: code called by
+  name (``python -m``, entry points, vLLM's worker extension), with the reason it is
+  named rather than imported; it must resolve. Every other such string is in
+  :data:`NOT_CODE` (a logger's name, a package-data anchor), with its reason, or fails.
 
-A room that is missing from :data:`LAYERS` fails the test: a new package must be
-placed in the drawing (and docs/architecture.md) before it is used.
+Also here: docs/architecture.md draws the same layers in the same order, a room that is
+missing from :data:`LAYERS` fails (a new package is placed in the drawing before it is
+used), and no package file exceeds :data:`MAX_LINES` lines unless its docstring says
+why (``Why one file over 450 lines: ...``), and none exceeds :data:`HARD_MAX_LINES`.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
@@ -43,6 +53,29 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 LAYER_OF = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
 
+# Every tokenlens module or object the package names in a string, and why it is called
+# by name instead of imported. A new one is added here (and obeys the layers).
+BY_NAME: dict[str, str] = {
+    "tokenlens.capture.plugin:register": "vLLM's general_plugins entry point "
+    "(pyproject.toml); doctor checks that it is registered",
+    "tokenlens.engine.facts.EngineFactsExtension": "vLLM imports it into its own workers "
+    "(worker_extension_cls)",
+    "tokenlens.engine.worker": "the engine subprocess (python -m), which owns vLLM",
+    "tokenlens.engine.ngram_kernel": "vLLM's n-gram kernel in a subprocess (python -m) "
+    "when no engine is up",
+}
+# Strings that name a tokenlens package but run no code of it, and what they are.
+NOT_CODE: dict[str, str] = {
+    "tokenlens.capture": "the plugin's logger name",
+    "tokenlens.report": "the package whose templates folder jinja2 and importlib.resources "
+    "read (its own data)",
+    "tokenlens.testing": "the argv a simulated run's manifest records",
+}
+NAMED = re.compile(r"tokenlens(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_][\w.]*)?")
+IMPORTERS = {"import_module", "__import__"}  # and importlib.util.find_spec
+REASON = "Why one file over 450 lines:"
+MAX_LINES, HARD_MAX_LINES = 450, 500
+
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -59,11 +92,81 @@ def room(module: str) -> str:
     return parts[1] if len(parts) > 1 else "tokenlens"
 
 
-def imported(module: str, path: Path) -> list[tuple[str, int]]:
-    """(imported tokenlens module, line) for every import in ``path``, wherever it sits."""
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level ``NAME = "text"`` assignments."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and isinstance(node.value.value, str):
+                    out[target.id] = node.value.value
+    return out
+
+
+def _is_importer(call: ast.Call) -> bool:
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id in IMPORTERS
+    if isinstance(f, ast.Attribute):
+        if f.attr in IMPORTERS:
+            return True
+        owner = f.value
+        return f.attr == "find_spec" and (
+            (isinstance(owner, ast.Attribute) and owner.attr == "util")
+            or (isinstance(owner, ast.Name) and owner.id in {"util", "importlib"})
+        )
+    return False
+
+
+def target_module(name: str) -> str | None:
+    """The tokenlens module a by-name target lives in (None: no such module)."""
+    dotted = name.partition(":")[0]
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in MODULES:
+            return candidate if ":" not in name or end == len(parts) else None
+    return None
+
+
+def resolves(name: str) -> bool:
+    """Whether ``name`` (``module``, ``module:obj`` or ``module.Obj``) exists."""
+    module = target_module(name)
+    if module is None:
+        return False
+    rest = name.partition(":")[2] or name.partition(":")[0][len(module) + 1 :]
+    if not rest:
+        return True
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    defined = {
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    } | set(_constants(tree))
+    return rest.split(".")[0] in defined
+
+
+def arrows_of(
+    module: str, tree: ast.Module, is_package: bool = False
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[str]]:
+    """(arrows as (tokenlens module, line), by-name targets as (name, line), blind spots)."""
     found: list[tuple[str, int]] = []
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    named: list[tuple[str, int]] = []
+    blind: list[str] = []
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    constants = _constants(tree)
+    skip = _docstrings(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -75,16 +178,46 @@ def imported(module: str, path: Path) -> list[tuple[str, int]]:
             for alias in node.names:  # `from tokenlens.capture import plugin`: the module
                 sub = f"{target}.{alias.name}"
                 found.append((sub if sub in MODULES else target, node.lineno))
-    return [(m, line) for m, line in found if m == "tokenlens" or m.startswith("tokenlens.")]
+        elif isinstance(node, ast.Call) and _is_importer(node):
+            arg = node.args[0] if node.args else None
+            skip.add(id(arg))  # an arrow below, not a name to register
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                name: str | None = arg.value
+            elif isinstance(arg, ast.Name):
+                name = constants.get(arg.id)
+            else:
+                name = None
+            if name is None or name.startswith("."):
+                blind.append(f"{module}:{node.lineno}: a module imported by a computed name")
+            else:
+                found.append((name, node.lineno))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in skip
+            and NAMED.fullmatch(node.value)
+        ):
+            named.append((node.value, node.lineno))
+            if node.value in BY_NAME:
+                module_of = target_module(node.value) or node.value.partition(":")[0]
+                found.append((module_of, node.lineno))
+    arrows = [(m, line) for m, line in found if m == "tokenlens" or m.startswith("tokenlens.")]
+    return arrows, named, blind
 
 
 GRAPH: dict[str, set[str]] = defaultdict(set)
 ARROWS: list[tuple[str, int, str]] = []
+NAMED_TARGETS: list[tuple[str, str, int]] = []  # (name, module naming it, line)
+BLIND: list[str] = []
 for _name, _path in MODULES.items():
-    for _target, _line in imported(_name, _path):
+    _tree = ast.parse(_path.read_text(encoding="utf-8"))
+    _arrows, _named, _blind = arrows_of(_name, _tree, _path.name == "__init__.py")
+    for _target, _line in _arrows:
         if _target != _name:
             GRAPH[_name].add(_target)
             ARROWS.append((_name, _line, _target))
+    NAMED_TARGETS += [(n, _name, line) for n, line in _named]
+    BLIND += _blind
 
 
 def wrong_way(arrows: list[tuple[str, int, str]]) -> list[str]:
@@ -160,19 +293,104 @@ def test_no_import_circle() -> None:
     assert circles(GRAPH) == []
 
 
-def test_the_checks_catch_what_they_should() -> None:
-    """The rules themselves: a wrong-way arrow, a sibling arrow and a circle are found."""
+def test_no_module_is_imported_by_a_computed_name() -> None:
+    assert BLIND == []
+
+
+def test_every_name_called_by_name_is_registered_and_resolves() -> None:
+    found = {name for name, _, _ in NAMED_TARGETS}
+    unregistered = [
+        f"{m}:{line} {n}" for n, m, line in NAMED_TARGETS if n not in BY_NAME and n not in NOT_CODE
+    ]
+    assert unregistered == [], "add each to BY_NAME (or NOT_CODE) with its reason"
+    assert sorted((set(BY_NAME) | set(NOT_CODE)) - found) == [], "a name no module uses"
+    assert [n for n in BY_NAME if not resolves(n)] == []
+
+
+def test_entry_points_resolve() -> None:
+    """pyproject.toml's console script and vLLM plugin name objects that exist."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    targets = list(project["scripts"].values())
+    targets += [t for group in project["entry-points"].values() for t in group.values()]
+    assert targets and [t for t in targets if not resolves(t)] == []
+
+
+def test_the_checks_catch_what_they_should(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules themselves: a wrong-way arrow, a sibling arrow, a circle, an import by
+    name, a computed import and a by-name target are all found."""
     assert wrong_way([("tokenlens.engine.worker", 1, "tokenlens.capture")])
     assert wrong_way([("tokenlens.analysis.speed", 1, "tokenlens.bench.measure")])
     assert not wrong_way([("tokenlens.bench.measure", 1, "tokenlens.bench_results")])
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+    source = (
+        "import importlib\n"
+        "CLI = 'tokenlens.cli'\n"
+        "def f(name):\n"
+        "    importlib.import_module('tokenlens.cli')\n"
+        "    __import__(CLI)\n"
+        "    importlib.util.find_spec('tokenlens.report')\n"
+        "    importlib.import_module(name)\n"
+        "    return 'tokenlens.replay.passes:run'\n"
+    )
+    arrows, named, blind = arrows_of("tokenlens.engine.x", ast.parse(source))
+    assert sorted(t for t, _ in arrows) == ["tokenlens.cli", "tokenlens.cli", "tokenlens.report"]
+    assert len(wrong_way([("tokenlens.engine.x", line, t) for t, line in arrows])) == 3
+    # the by-name target is found (and must be registered before it counts as an arrow)
+    assert named == [("tokenlens.cli", 2), ("tokenlens.replay.passes:run", 8)]
+    assert len(blind) == 1
+    # registered, a by-name target is an arrow like any import: engine -> replay is refused
+    monkeypatch.setitem(BY_NAME, "tokenlens.replay.passes:run", "a test")
+    arrows, _, _ = arrows_of("tokenlens.engine.x", ast.parse(source))
+    assert ("tokenlens.replay.passes", 8) in arrows
+    assert wrong_way([("tokenlens.engine.x", 8, "tokenlens.replay.passes")])
+    assert resolves("tokenlens.replay.passes:run") and resolves("tokenlens.engine.worker")
+    assert not resolves("tokenlens.replay.passes:nothing_here")
+    assert not resolves("tokenlens.no_such_room:main")
 
 
-@pytest.mark.parametrize("rooms", LAYERS, ids=lambda rooms: "+".join(rooms))
-def test_doc_draws_the_layers(rooms: tuple[str, ...]) -> None:
-    """docs/architecture.md's drawing has one line per layer, naming the same rooms."""
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+def drawn_layers(text: str) -> list[list[str]]:
+    """The drawing's rooms, one sorted list per line, top line first."""
     drawing = text.split("```")[1]
-    lines = [line.split("#")[0].split() for line in drawing.strip().splitlines()]
-    assert sorted(rooms) in [sorted(words) for words in lines]
+    return [sorted(line.split("#")[0].split()) for line in drawing.strip().splitlines()]
+
+
+def test_doc_draws_the_layers() -> None:
+    """docs/architecture.md's drawing has one line per layer, in this order, naming the
+    same rooms."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert drawn_layers(text) == [sorted(rooms) for rooms in LAYERS]
+
+
+def test_the_doc_check_sees_the_order() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    lines = text.split("```")[1].strip().splitlines()
+    lines[2], lines[3] = lines[3], lines[2]
+    swapped = text.replace(text.split("```")[1].strip(), "\n".join(lines))
+    assert drawn_layers(swapped) != [sorted(rooms) for rooms in LAYERS]
+
+
+def too_long(path: Path) -> str | None:
+    """Why ``path`` breaks the line rule, or None."""
+    text = path.read_text(encoding="utf-8")
+    n = text.count("\n")
+    if n <= MAX_LINES:
+        return None
+    if n > HARD_MAX_LINES:
+        return f"{n} lines (> {HARD_MAX_LINES}, whatever the reason: split it)"
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    return None if REASON in doc else f"{n} lines and no '{REASON}' in its docstring"
+
+
+def test_files_stay_short_or_say_why() -> None:
+    found = {str(p.relative_to(ROOT)): too_long(p) for p in MODULES.values()}
+    assert {p: why for p, why in found.items() if why} == {}
+
+
+def test_the_line_rule_sees_a_long_file(tmp_path: Path) -> None:
+    body = "x = 1\n" * 459
+    (tmp_path / "plain.py").write_text('"""A module."""\n' + body)
+    (tmp_path / "reasoned.py").write_text(f'"""A module.\n\n{REASON} one loop."""\n' + body)
+    assert too_long(tmp_path / "plain.py") and not too_long(tmp_path / "reasoned.py")
+    (tmp_path / "huge.py").write_text(f'"""{REASON} no."""\n' + "x = 1\n" * 501)
+    assert too_long(tmp_path / "huge.py")

@@ -122,7 +122,7 @@ def test_load_format_option_reaches_the_trace_config(
 ) -> None:
     seen: list[TraceConfig] = []
 
-    def fake_run_trace(config: TraceConfig, progress: object) -> Path:
+    def fake_run_trace(config: TraceConfig, progress: object, start: object) -> Path:
         seen.append(config)
         return config.out
 

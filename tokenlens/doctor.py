@@ -19,10 +19,9 @@ from typing import Any, TypeVar
 
 from tokenlens import __version__
 from tokenlens.engine.config import TRACE_DIR_ENV
+from tokenlens.engine.methods import STAND_IN_METHODS
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-# The study's methods: what vLLM's async scheduling does to each is worth knowing up front.
-STUDY_METHODS = ("mtp", "dflash", "draft_model", "ngram")
 GiB = 1 << 30
 CPU_PAIR_BYTES = 12 * GiB  # float32 embedded pair + KV cache + vLLM on the CPU (~9 GiB measured)
 PLUGIN_TARGET = "tokenlens.capture.plugin:register"
@@ -41,7 +40,9 @@ class Check:
 
 @dataclass(frozen=True)
 class DoctorConfig:
-    methods: tuple[str, ...] = STUDY_METHODS
+    # By default every method the method table has a stand-in for: what vLLM's async
+    # scheduling does to each is worth knowing before a long run.
+    methods: tuple[str, ...] = STAND_IN_METHODS
     cache: Path | None = None
     import_vllm: bool = True  # import vLLM for the live checks (platform, classes)
 
@@ -211,11 +212,11 @@ def check_methods(methods: tuple[str, ...]) -> Iterator[Check]:
     from a list: the answer depends on the release, the platform and the runner. A real
     model can still change it (each run's manifest records what its engine did).
     """
-    from tokenlens.engine.facts import STAND_INS, resolve_method
+    from tokenlens.engine.facts import resolve_method
 
     for method in methods:
         name = f"async scheduling ({method})"
-        if method not in STAND_INS:
+        if method not in STAND_IN_METHODS:
             yield Check(
                 name,
                 WARN,

@@ -27,7 +27,9 @@ ALLOWED = {
     "tokenlens.engine",
     "tokenlens.engine.config",
     "tokenlens.engine.facts",
+    "tokenlens.engine.methods",  # the method table (engine.config reads its defaults)
     "tokenlens.engine.vllm_source",
+    "tokenlens.errors",
 }
 HEAVY = ("pandas", "pyarrow", "numpy", "torch", "vllm")
 

@@ -146,7 +146,12 @@ def test_v2_draft_ids_join_the_scheduler_verdicts(
     capture = h.capture()
     events = capture.table()
     assert reconcile(events, h.stats) == []
-    assert reconcile_per_request(events, h.vllm_per_request(reqs)) == []
+    assert (
+        reconcile_per_request(
+            events, {rid: r.spec_decode_metrics.to_dict() for rid, r in reqs.items()}
+        )
+        == []
+    )
     assert capture.draft_ids["placeholders"] == events.num_rows > 0
     assert capture.draft_ids["recovered"] == events.num_rows
     # Every row's id is the one the runner verified at that step and position.

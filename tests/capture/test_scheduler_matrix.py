@@ -48,7 +48,7 @@ def check_vllm_agrees(
     assert events.schema == EVENTS_WRITE_SCHEMA
     assert h.stats.num_drafts > 0
     assert reconcile(events, h.stats, len(capture.empty_steps)) == []
-    per_request = h.vllm_per_request(requests)
+    per_request = {rid: r.spec_decode_metrics.to_dict() for rid, r in requests.items()}
     assert reconcile_per_request(events, per_request, capture.empty_steps) == []
     positions = events.column("position").to_pylist()
     drafted = [positions.count(p) for p in range(len(h.drafted_per_position))]

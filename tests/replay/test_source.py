@@ -13,8 +13,8 @@ from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.cli import main
 from tokenlens.engine.results import GeneratedRequest
 from tokenlens.errors import TokenlensError
-from tokenlens.replay.run import replayed_signature
 from tokenlens.replay.source import read_source
+from tokenlens.replay.written import replayed_signature
 from tokenlens.rundir import (
     DERIVED_NOTE,
     MANIFEST_KEYS,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenlens.text.classify import classify_text
+from tokenlens.text.classify import classify_tokens
+from tokenlens.text.tokenizers import load_tokenizer
 
 Row = tuple[str, str, str, str, str, bool, bool, str, bool]
 
@@ -298,6 +299,7 @@ COLUMNS = (
     ("tokenizer", "lang", "text", "expected"), CASES, ids=[c[2][:12] for c in CASES]
 )
 def test_golden(tokenizer: str, lang: str, text: str, expected: list[Row]) -> None:
-    table = classify_text(text, tokenizer, lang)
+    vocab = load_tokenizer(tokenizer)
+    table = classify_tokens(vocab.encode(text), vocab, lang)
     got = [tuple(row[c] for c in COLUMNS) for row in table.to_pylist()]
     assert got == expected

@@ -8,6 +8,7 @@ lets the pipeline import the checks without the checks importing the pipeline ba
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,9 @@ class AnalyzeConfig:
     strict: bool = False
     # A prompt file whose tags.domain gives each prompt's domain (the per-domain gaps).
     prompts: Path | None = None
+    # Drafter families of methods the method table does not know (--method-family):
+    # {method: "trained" | "training_free"} (tokenlens.engine.methods.family_of).
+    method_families: Mapping[str, str] = field(default_factory=dict)
     # The sections no verdict reads (per-class differences, per-k verdicts, domains,
     # rejections): the test bed leaves them out to measure the verdicts faster.
     details: bool = True

@@ -35,6 +35,7 @@ from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import rules_identity
 from tokenlens.capture.reconcile import reconciliation
+from tokenlens.engine.methods import family_of
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay.trust import unvouched
@@ -68,6 +69,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         raise TokenlensError(f"--alpha must lie between 0 and 0.5 (got {config.alpha:g})")
     # One order whatever order the runs were given in: every output follows it.
     config = replace(config, runs=canonical_order(config.runs))
+    families = _families(config)  # an unknown method stops here, before any output
     domains = _prompt_domains(config)  # before validate_inputs creates --out
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
@@ -108,6 +110,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     for name in ("run", "method"):
         frame[name] = frame[name].astype("category")
+    frame["family"] = frame["method"].map(families).astype("category")
     if domains is not None:
         frame["domain"] = pd.Categorical(frame["prompt_id"].astype(str).map(domains))
     if frame.empty:
@@ -156,6 +159,21 @@ def provenance(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "models": models,
         "replay_source": Path(str(source)).name if source else None,
     }
+
+
+def _families(config: AnalyzeConfig) -> dict[str, str]:
+    """``{method: drafter family}`` of the runs, from the method table and
+    ``--method-family``; a method neither knows is refused in one line. A manifest that
+    cannot be read is left to the input checks."""
+    out = {}
+    for run in config.runs:
+        try:
+            manifest = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
+            method = str((manifest.get("speculative") or {}).get("method", "unknown"))
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        out[method] = family_of(method, config.method_families)
+    return out
 
 
 def _prompt_domains(config: AnalyzeConfig) -> dict[str, str] | None:

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenlens.analysis.bootstrap import DECISION_LEVEL
+from tokenlens.engine.methods import FREE as FREE
+from tokenlens.engine.methods import TRAINED as TRAINED
 
 SUPPORTED, NOT_SUPPORTED = "supported", "not_supported"
 NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT = "no_japanese_deficit", "inconclusive", "insufficient_data"
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT)
 YES, NO, UNSURE, NA = "yes", "no", "unsure", "n/a"
-TRAINED, FREE = "trained", "training_free"
 POWER = 0.80
 
 

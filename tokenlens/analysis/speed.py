@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.bench_results import RESULTS_CSV, read_results
-from tokenlens.engine.config import TRAINING_FREE
+from tokenlens.engine.methods import TRAINED
 from tokenlens.errors import TokenlensError
 
 DEFAULT_COST_TRAINING_FREE = 0.0
@@ -102,8 +102,9 @@ def iid_tokens_per_step(rate: float, k: int) -> float:
     return (1.0 - rate ** (k + 1)) / (1.0 - rate)
 
 
-def default_cost(method: str) -> float:
-    return DEFAULT_COST_TRAINING_FREE if method in TRAINING_FREE else DEFAULT_COST_TRAINED
+def default_cost(family: str) -> float:
+    """The draft cost assumed for a drafter family without a measured one."""
+    return DEFAULT_COST_TRAINED if family == TRAINED else DEFAULT_COST_TRAINING_FREE
 
 
 def speed_model(

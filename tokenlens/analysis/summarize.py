@@ -44,6 +44,7 @@ from tokenlens.analysis.verdicts import (
     families,
     rules_identity,
 )
+from tokenlens.engine.methods import family_of
 from tokenlens.format_version import ANALYSIS, stamp
 
 DESCRIBE_BY = ("script", "boundary", "particle_type", "rank_bucket")
@@ -275,7 +276,8 @@ def _run_section(
     if cost is not None:
         used_cost, cost_source, measured = cost[0], cost[1], True
     else:
-        used_cost, cost_source, measured = default_cost(info.method), "assumed default", False
+        family = family_of(info.method, config.method_families)
+        used_cost, cost_source, measured = default_cost(family), "assumed default", False
     lang_of = frame["lang"].astype(str).to_numpy()
     first = frame["position"].to_numpy() == 0
     speed = {}

@@ -73,7 +73,7 @@ from tokenlens.analysis.wording import (
     runs_phrase,
 )
 from tokenlens.arrays import Mask
-from tokenlens.engine.config import TRAINING_FREE
+from tokenlens.engine.methods import family_of
 from tokenlens.format import interval_prose
 
 
@@ -101,14 +101,22 @@ def pp(effect: dict[str, Any] | None) -> str:
 
 
 def families(frame: pd.DataFrame) -> dict[str, Mask]:
-    """Row masks of the trained and training-free drafter families present."""
-    method = frame["method"].astype(str).to_numpy()
-    free = np.isin(method, list(TRAINING_FREE))
+    """Row masks of the trained and training-free drafter families present.
+
+    Each row's family is its ``family`` column (the pipeline's, declarations included),
+    else the method table's for its ``method``: a method neither knows is refused
+    (:func:`tokenlens.engine.methods.family_of`), never taken for a trained drafter.
+    """
+    if "family" in frame:
+        family = frame["family"].astype(str).to_numpy()
+    else:
+        method = frame["method"].astype(str)
+        family = method.map({m: family_of(m) for m in method.unique()}).to_numpy()
     out = {}
-    if (~free).any():
-        out[TRAINED] = ~free
-    if free.any():
-        out[FREE] = free
+    for name in (TRAINED, FREE):
+        rows = family == name
+        if rows.any():
+            out[name] = rows
     return out
 
 

@@ -14,12 +14,15 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tokenlens import __version__
 from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, replay, tokens, trace
 from tokenlens.cli.common import typed_option
 from tokenlens.errors import Stopped, TokenlensError, interruption, os_error_line
+
+if TYPE_CHECKING:
+    from tokenlens.trace.config import StartBackend
 
 DESCRIPTION = """\
 tokenlens explains why speculative decoding speeds up some text and not other text.
@@ -77,14 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``tokenlens`` console script."""
+def main(argv: Sequence[str] | None = None, start: StartBackend | None = None) -> int:
+    """Entry point of the ``tokenlens`` console script.
+
+    ``start`` makes the engine ``trace`` starts, a :class:`~tokenlens.engine.backend.Backend`
+    (default: vLLM's :class:`~tokenlens.engine.runner.Engine`); the tests pass a fake one
+    (``tests/support.py``) to drive the whole command without vLLM.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return 2
     args.argv_typed = list(sys.argv[1:] if argv is None else argv)  # for messages
+    args.start = start
     try:
         with stop_signals():
             result: int = args.handler(args)

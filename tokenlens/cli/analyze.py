@@ -78,11 +78,16 @@ examples:
   tokenlens analyze runs/dm* --out out/all --bench out/bench
   tokenlens analyze runs/crashed --out out/crashed --allow-partial
   tokenlens analyze runs/qwen-1.5b runs/qwen-7b --out out/targets --compare model
+  tokenlens analyze runs/mine runs/ng3 --out out/mine --method-family my_drafter=trained
 
 --draft-cost is the cost of one draft token relative to one target forward pass
 (the speed model's c); without it, --bench fits c from measured tok/s, else a
-per-method default (0 for n-gram, 0.1 otherwise) is assumed, marked as such, and no
-best k is recommended.
+per-family default (0 for training-free drafters, 0.1 for trained ones) is assumed,
+marked as such, and no best k is recommended.
+
+Each run's drafter family (trained or training-free: never pooled, H2's contrast) comes
+from tokenlens's method table; a method it does not know is refused in one line until
+--method-family declares its family.
 """
 
 
@@ -212,6 +217,15 @@ def register(subparsers: Any) -> None:
         "never pooled; with --compare FIELD each value's runs are analysed apart into "
         "DIR/<value>/, side by side, with DIR/compare.json listing them (repeatable)",
     )
+    parser.add_argument(
+        "--method-family",
+        action="append",
+        default=[],
+        metavar="METHOD=FAMILY",
+        help="the drafter family (trained or training_free) of a method tokenlens's method "
+        "table does not know, e.g. my_drafter=trained; a run of an unknown method is "
+        "refused without it (repeatable; docs/analysis.md)",
+    )
     add_progress_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -219,6 +233,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Parse the options into a config, analyse, print where the outputs are."""
     from tokenlens.analysis import AnalyzeConfig, run_analyze
+    from tokenlens.engine.methods import parse_declarations
     from tokenlens.report import write_analyze_report
     from tokenlens.report.findings import FINDINGS, write_findings
 
@@ -242,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         overlap=args.overlap,
         strict=args.strict,
         prompts=args.prompts,
+        method_families=parse_declarations(args.method_family),
     )
     progress = progress_for(args)
     if args.compare:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.cli.common import formatter, say
+from tokenlens.engine.methods import STAND_IN_METHODS
 
 HELP = """\
 Check what a long run depends on, one line each (ok / warn / fail, with the fix):
@@ -36,7 +37,8 @@ def register(sub: Any) -> None:
         "--method",
         action="append",
         help="speculative method to resolve async scheduling and the model runner for "
-        "(repeatable; default: mtp, dflash, draft_model, ngram; others are not resolved)",
+        f"(repeatable; default: {', '.join(STAND_IN_METHODS)}: the methods with a stand-in "
+        "model; others are not resolved)",
     )
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
     p.add_argument(
@@ -48,11 +50,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokenlens.doctor import STUDY_METHODS, DoctorConfig, exit_status, render, run_doctor
+    from tokenlens.doctor import DoctorConfig, exit_status, render, run_doctor
 
     checks = run_doctor(
         DoctorConfig(
-            methods=tuple(args.method) if args.method else STUDY_METHODS,
+            methods=tuple(args.method) if args.method else STAND_IN_METHODS,
             cache=args.cache,
             import_vllm=not args.no_import,
         )

@@ -1,4 +1,9 @@
-"""``tokenlens trace``: one traced generation run -> a run directory."""
+"""``tokenlens trace``: one traced generation run -> a run directory.
+
+Contract: :func:`register` adds the parser (its options in :func:`add_options`), and
+:func:`run` builds a :class:`~tokenlens.trace.TraceConfig` and calls ``run_trace``, or
+``resume_trace`` for ``--resume RUN``, which takes no other option.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from tokenlens.cli.common import (
 )
 from tokenlens.engine.config import SamplingConfig
 from tokenlens.engine.options import parse_engine_options
+from tokenlens.engine.runner import Engine
 from tokenlens.engine.server import METADATA_TIMEOUT, TOKEN_TIMEOUT, ServerTimeouts
 from tokenlens.errors import TokenlensError
 from tokenlens.models.tiny import TINY_NAMES
@@ -86,6 +92,12 @@ directory is locked while it is written: a second trace into it is refused.
 """
 
 
+# vLLM's default max_logprobs: a request asking for more is refused once the engine runs.
+MAX_LOGPROBS = 20
+# What --resume may be given with (every other option's setting comes from the manifest).
+RESUME_MAY_COMBINE = {"resume", "quiet", "handler", "command"}
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "trace",
@@ -93,6 +105,12 @@ def register(sub: Any) -> None:
         description=HELP,
         formatter_class=formatter(),
     )
+    add_options(p)
+    p.set_defaults(handler=run)
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """Every option of ``trace`` (also what :func:`resume` compares a --resume's with)."""
     p.add_argument(
         "--prompts",
         type=corpus_file,
@@ -236,18 +254,6 @@ def register(sub: Any) -> None:
     p.add_argument("--cache", type=Path, help="embedded model cache directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     add_progress_flag(p)
-    p.set_defaults(handler=run)
-    DEFAULTS.update(vars(p.parse_args([])))
-    OPTIONS.update({a.dest: list(a.option_strings) for a in p._actions if a.option_strings})
-
-
-# vLLM's default max_logprobs: a request asking for more is refused once the engine runs.
-MAX_LOGPROBS = 20
-# Every option's default, to tell which options a --resume was given besides RUN, and
-# every option's names, to name it as the user typed it.
-DEFAULTS: dict[str, Any] = {}
-OPTIONS: dict[str, list[str]] = {}
-RESUME_MAY_COMBINE = {"resume", "quiet", "handler", "command"}
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -264,21 +270,25 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 
 
 def resume(args: argparse.Namespace) -> int:
+    options = argparse.ArgumentParser(add_help=False)
+    add_options(options)  # every option's default, and its names as the user may type them
+    defaults = vars(options.parse_args([]))
+    names = {a.dest: list(a.option_strings) for a in options._actions if a.option_strings}
     extra = sorted(
         key
         for key, value in vars(args).items()
-        if key not in RESUME_MAY_COMBINE and key in DEFAULTS and value != DEFAULTS[key]
+        if key not in RESUME_MAY_COMBINE and key in defaults and value != defaults[key]
     )
     if extra:
         typed = getattr(args, "argv_typed", [])
         flags = [
-            typed_option(typed, OPTIONS.get(key, ["--" + key.replace("_", "-")])) for key in extra
+            typed_option(typed, names.get(key, ["--" + key.replace("_", "-")])) for key in extra
         ]
         raise TokenlensError(
             f"--resume takes every setting from the run's manifest: drop {', '.join(flags)}"
         )
     progress = progress_for(args)
-    out = resume_trace(args.resume, progress)
+    out = resume_trace(args.resume, progress, args.start or Engine)
     progress.close()
     say(f"run completed in {out}")
     return 0
@@ -325,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
         argv=tuple(["tokenlens", *sys.argv[1:]]),
     )
     progress = progress_for(args)
-    out = run_trace(config, progress)
+    out = run_trace(config, progress, args.start or Engine)
     progress.close()
     say(f"run written to {out}")
     return 0

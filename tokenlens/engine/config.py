@@ -2,12 +2,18 @@
 
 These objects are what the CLI builds from options and what run directories record in
 their manifest, so every field is JSON-serialisable through :func:`dataclasses.asdict`.
+What tokenlens knows of each speculative method is in :mod:`tokenlens.engine.methods`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from tokenlens.engine.methods import METHODS
+from tokenlens.engine.methods import (  # the method table's; tokenlens.bench.plan reads it here
+    METHODS_WITH_DRAFT_MODEL as METHODS_WITH_DRAFT_MODEL,
+)
 
 # The environment variable that switches the capture plugin on in every vLLM process and
 # names the directory it writes to. The engine sets it; the plugin (one layer above)
@@ -16,13 +22,6 @@ TRACE_DIR_ENV = "TOKENLENS_TRACE_DIR"
 # Opt-in: the plugin also times each model-runner step and its drafting, worker side
 # (:mod:`tokenlens.capture.step_timer`), into the trace directory. Bench sets it.
 STEP_TIMER_ENV = "TOKENLENS_STEP_TIMER"
-
-# Drafting methods that learned nothing: no training data, so no H2 effect (the analysis's
-# control family, the speed model's zero draft cost, the test bed's planted truth).
-TRAINING_FREE = frozenset({"ngram", "suffix", "none"})
-
-# Methods whose drafter is a separate model named by ``model`` (vLLM's own names).
-METHODS_WITH_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3", "dflash"})
 
 
 @dataclass(frozen=True)
@@ -42,9 +41,8 @@ class SpeculativeSpec:
         }
         if self.model is not None:
             cfg["model"] = self.model
-        if self.method == "ngram":
-            cfg.setdefault("prompt_lookup_max", 4)
-            cfg.setdefault("prompt_lookup_min", 1)
+        known = METHODS.get(self.method)
+        cfg.update(known.defaults if known is not None else {})
         cfg.update(self.options)
         return cfg
 

@@ -1,26 +1,20 @@
 """How the engine really ran, read from vLLM itself: the manifest's ``engine`` object.
 
-A user's GPU run differs from the CPU runs of the development machine in ways that
-change what a trace means: the model runner (V1 or V2: vLLM 0.33 made V2 the default
-on GPUs, 0.34 removed V1), async scheduling (placeholder drafts), the drafter's class,
-dtype and quantization, the device. None of it is guessed from a list of methods or
-versions here; every field is read from vLLM's resolved ``VllmConfig`` or from the live
-objects of the engine process:
+Contract: :func:`config_facts` reads a resolved ``VllmConfig`` (in the tokenlens engine
+worker, or in the plugin's scheduler process for ``vllm serve``);
+:class:`EngineFactsExtension`, a vLLM worker extension (``worker_extension_cls``),
+reports each worker's model runner, drafter (``drafter`` under V1, ``speculator``
+under V2) and device; :func:`merge_facts` joins the two (live worker facts win; what
+could not be read is null with its reason under ``unavailable``); :func:`resolve_method`
+builds the config vLLM would for a method on the method table's stand-in models
+(``doctor``). Nothing is guessed from a list of methods or versions. No vLLM import at
+module level: vLLM's workers import the extension, and the CLI process never imports
+vLLM.
 
-- :func:`config_facts` reads a resolved ``VllmConfig`` (what the front end built, or
-  what the scheduler holds: the same object, pickled to the engine core). It runs in
-  the tokenlens engine worker for a local engine and in the plugin's scheduler process
-  for ``vllm serve`` (written to the plugin's status file), so ``trace --server`` records
-  what that process can see.
-- :class:`EngineFactsExtension` is a vLLM *worker extension* (``worker_extension_cls``,
-  vLLM's own mechanism for adding ``collective_rpc`` methods to its workers): inside each
-  worker it reads the model runner, its drafter (``drafter`` under V1, ``speculator``
-  under V2) and the device. The local engine asks every worker for it after start.
-- :func:`merge_facts` joins the two: live worker facts win over config facts, and what
-  could not be read is null with its reason under ``unavailable``.
-
-No vLLM import at module level: the extension class is imported by vLLM's workers, and
-the CLI process never imports vLLM.
+Why: a user's GPU run differs from the CPU runs of the development machine in ways that
+change what a trace means: the model runner (vLLM 0.33 made V2 the default on GPUs,
+0.34 removed V1), async scheduling (placeholder drafts), the drafter's class, dtype,
+quantization and the device.
 """
 
 from __future__ import annotations
@@ -302,33 +296,28 @@ def extension_kwargs(extra: dict[str, Any]) -> dict[str, Any]:
     return {"worker_extension_cls": EXTENSION}
 
 
-# Stand-in models for resolving vLLM's decisions per method without weights, a hub or
-# a tokenizer (doctor): method -> (target, drafter) among tokenlens.models.tiny's
-# configs. Only their config.json is written; nothing is loaded.
-STAND_INS: dict[str, tuple[str, str | None]] = {
-    "ngram": ("tiny-qwen3", None),
-    "draft_model": ("tiny-qwen3", "tiny-qwen3"),
-    "mtp": ("tiny-mimo-mtp", None),
-    "dflash": ("tiny-qwen3", "tiny-qwen3-dflash"),
-}
-
-
 def resolve_method(method: str, k: int = 3) -> dict[str, Any]:
     """vLLM's resolved config facts for ``method`` on this machine, on stand-in models.
 
     Builds the ``VllmConfig`` an engine would (model, parallel and speculative config),
     so async scheduling and the model runner are what this vLLM decides here for that
-    method, not what a list says. Raises ``KeyError`` for a method without a stand-in
-    and whatever vLLM raises for a config it refuses.
+    method, not what a list says. The stand-in models are the method table's
+    (:data:`tokenlens.engine.methods.METHODS`; only their config.json is written, nothing
+    is loaded). Raises ``KeyError`` for a method without a stand-in and whatever vLLM
+    raises for a config it refuses.
     """
     import json
     import tempfile
 
     from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig, VllmConfig
 
+    from tokenlens.engine.methods import METHODS
     from tokenlens.models.tiny import TINY_CONFIGS
 
-    target, drafter = STAND_INS[method]
+    row = METHODS.get(method)
+    if row is None or row.stand_in is None:
+        raise KeyError(method)
+    target, drafter = row.stand_in
     with tempfile.TemporaryDirectory(prefix="tokenlens-stand-in-") as tmp:
         dirs = {}
         for name in {target, drafter} - {None}:
@@ -342,8 +331,7 @@ def resolve_method(method: str, k: int = 3) -> dict[str, Any]:
         spec: dict[str, Any] = {"method": method, "num_speculative_tokens": k}
         if drafter is not None:
             spec["model"] = dirs[drafter]
-        if method == "ngram":
-            spec.update(prompt_lookup_max=4, prompt_lookup_min=1)
+        spec.update(row.defaults)
         speculative = SpeculativeConfig(
             **spec, target_model_config=model, target_parallel_config=parallel
         )

@@ -314,10 +314,11 @@ class Engine:
         result: GenerationResult = self._wait(None, "generate")
         return result
 
-    def call(self, function: str, *args: Any) -> Any:
-        """Run ``module:function(llm, *args, progress=...)`` in the worker, next to vLLM."""
-        self._send(("call", function, args))
-        return self._wait(None, f"run {function}")
+    def call(self, operation: str, *args: Any) -> Any:
+        """Run one of the engine's operations (:data:`tokenlens.engine.passes.OPERATIONS`)
+        in the worker, next to vLLM: ``operation(llm, *args, progress=...)``."""
+        self._send(("call", operation, args))
+        return self._wait(None, f"run {operation}")
 
     def version(self) -> str:
         """The version of the vLLM this engine runs (known once it started)."""

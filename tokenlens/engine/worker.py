@@ -8,14 +8,15 @@ engine generating into its run directory. Messages are tuples
 over a ``multiprocessing.connection`` socket:
 
 - parent -> worker: ``("start", EngineConfig)``, ``("generate", [PromptJob],
-  SamplingConfig, concurrency)``, ``("counters",)``, ``("call", "module:function",
-  args)``, ``("close",)``
+  SamplingConfig, concurrency)``, ``("counters",)``, ``("call", operation, args)``,
+  ``("close",)``
 - worker -> parent: ``("ready", info)``, ``("progress", n)``, ``("result", value)``,
   ``("error", one_line, traceback)``
 
-All vLLM contact of the in-process path is in this module, or in a function that
-``call`` runs here (``function(llm, *args, progress=...)``: replay's drafter and
-look-ahead passes in :mod:`tokenlens.replay.passes`).
+All vLLM contact of the in-process path is in this module, or in one of the engine's
+own operations that ``call`` runs here by name (:data:`tokenlens.engine.passes.OPERATIONS`:
+the greedy passes and the n-gram kernel a replay asks for). The worker never imports a
+module by a name it was sent.
 
 Why one file over 450 lines: it is everything that runs in the engine subprocess and
 all of the in-process path's vLLM contact (building the ``LLM``, rendering prompts,
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib
 import json
 import os
 import signal
@@ -351,11 +351,13 @@ def generate(
     )
 
 
-def call(llm: Any, function: str, args: tuple[Any, ...], conn: Connection) -> Any:
-    """Run ``module:function(llm, *args, progress=...)`` next to the engine."""
-    module, _, name = function.partition(":")
-    target = getattr(importlib.import_module(module), name)
-    return target(llm, *args, progress=lambda n: conn.send(("progress", n)))
+def call(llm: Any, operation: str, args: tuple[Any, ...], conn: Connection) -> Any:
+    """Run the engine operation ``operation(llm, *args, progress=...)`` next to the engine."""
+    from tokenlens.engine.passes import OPERATIONS
+
+    if operation not in OPERATIONS:
+        raise ValueError(f"the engine has no operation {operation!r} ({', '.join(OPERATIONS)})")
+    return OPERATIONS[operation](llm, *args, progress=lambda n: conn.send(("progress", n)))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -401,8 +403,8 @@ def _loop(conn: Connection, llm: Any, config: EngineConfig) -> None:
             elif message[0] == "counters":
                 conn.send(("result", read_counters(llm)))
             elif message[0] == "call":
-                _, function, args = message
-                conn.send(("result", call(llm, function, args, conn)))
+                _, operation, args = message
+                conn.send(("result", call(llm, operation, args, conn)))
             elif message[0] == "close":
                 conn.send(("result", None))
                 return

@@ -10,9 +10,10 @@ a real trace would have recorded (docs/replay.md).
 
 - :mod:`tokenlens.replay.source`: the run replayed from, checked and unpacked.
 - :mod:`tokenlens.replay.steps`: vLLM's step rules, as a pure function of tokens.
-- :mod:`tokenlens.replay.ngram`: vLLM's n-gram kernel over every prefix.
-- :mod:`tokenlens.replay.passes`: the vLLM passes (drafter, target look-ahead), run in
-  the engine worker.
+- :mod:`tokenlens.replay.ngram`: vLLM's n-gram proposals over every prefix (the kernel
+  itself runs in the engine room: :mod:`tokenlens.engine.ngram_kernel`).
+- :mod:`tokenlens.replay.passes`: the vLLM passes (drafter, target look-ahead), each the
+  engine's own ``greedy`` operation (:mod:`tokenlens.engine.passes`).
 - :mod:`tokenlens.replay.predictions`: what the passes found (``predictions.parquet``).
 - :mod:`tokenlens.replay.run`: ``tokenlens replay``: passes, steps, run directories.
 - :mod:`tokenlens.replay.compare`: a replayed run against a traced one, row for row.

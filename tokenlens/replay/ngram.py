@@ -1,16 +1,11 @@
-"""vLLM's n-gram proposals at every prefix of a request, from vLLM's own kernel.
+"""vLLM's n-gram proposals for a replay, and the runs whose n-gram drafter it reproduces.
 
-``NgramProposer.propose`` (vllm/v1/spec_decode/ngram_proposer.py) skips a request
-whose context has reached ``max_model_len`` and otherwise calls the numba kernel
-``_find_longest_matched_ngram_and_propose_tokens`` on the request's tokens so far
-(prompt + output, int32 as in vLLM's input batch) with the run's
-``prompt_lookup_min``/``prompt_lookup_max`` and k. We call that same kernel.
-
-It runs where vLLM is already imported when it can: in the drafter's engine worker
-(``Engine.call``) when a draft model is replayed too; otherwise in a short-lived
-subprocess (``python -m tokenlens.replay.ngram``, JSON on stdin and stdout).
-Importing vLLM takes seconds and logs to the terminal, and the caller's process never
-imports vLLM (see :mod:`tokenlens.engine`).
+Contract: :func:`proposals` returns, per request, vLLM's n-gram proposal at every
+output length, computed by vLLM's own kernel
+(:mod:`tokenlens.engine.ngram_kernel`): in a running engine's worker when one is up
+(``Engine.call``, vLLM already imported there), else in a short-lived subprocess.
+:func:`check_runner` refuses a run traced on a model runner whose n-gram drafter the
+kernel does not reproduce.
 """
 
 from __future__ import annotations
@@ -19,15 +14,17 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from tokenlens.engine.ngram_kernel import NgramSettings
+from tokenlens.engine.passes import NGRAM
 from tokenlens.errors import TokenlensError
 
 if TYPE_CHECKING:
     from tokenlens.replay.passes import Worker
 
-IN_ENGINE = "tokenlens.replay.ngram:in_engine"
+KERNEL_MODULE = "tokenlens.engine.ngram_kernel"  # run as python -m, JSON in and out
 V1 = "V1"  # the model runner whose n-gram proposer this module reproduces
 
 
@@ -52,16 +49,6 @@ def check_runner(manifest: dict[str, Any], run: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class NgramSettings:
-    """What vLLM's n-gram proposer is configured with."""
-
-    k: int
-    prompt_lookup_min: int
-    prompt_lookup_max: int
-    max_model_len: int
-
-
 def proposals(
     sequences: Sequence[tuple[Sequence[int], int]],
     settings: NgramSettings,
@@ -78,10 +65,10 @@ def proposals(
         "sequences": [{"tokens": list(tokens), "prompt_len": p} for tokens, p in sequences],
     }
     if engine is not None:
-        found: list[list[list[int]]] = engine.call(IN_ENGINE, payload)
+        found: list[list[list[int]]] = engine.call(NGRAM, payload)
         return [tuple(tuple(p) for p in per_request) for per_request in found]
     done = subprocess.run(
-        [sys.executable, "-m", "tokenlens.replay.ngram"],
+        [sys.executable, "-m", KERNEL_MODULE],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -93,46 +80,3 @@ def proposals(
         raise TokenlensError(f"vLLM's n-gram kernel failed: {last}")
     result: list[list[list[int]]] = json.loads(done.stdout)
     return [tuple(tuple(p) for p in per_request) for per_request in result]
-
-
-def _compute(payload: dict[str, Any]) -> list[list[list[int]]]:
-    import numpy as np
-    from vllm.v1.spec_decode.ngram_proposer import (
-        _find_longest_matched_ngram_and_propose_tokens as kernel,
-    )
-
-    s = NgramSettings(**payload["settings"])
-    out: list[list[list[int]]] = []
-    for seq in payload["sequences"]:
-        tokens = np.asarray(seq["tokens"], dtype=np.int32)
-        prompt_len = int(seq["prompt_len"])
-        per_len: list[list[int]] = [[]]
-        for length in range(1, len(tokens) - prompt_len):
-            num_tokens = prompt_len + length
-            if num_tokens >= s.max_model_len:  # NgramProposer.propose skips these
-                per_len.append([])
-                continue
-            drafts = kernel(
-                tokens[:num_tokens],
-                s.prompt_lookup_min,
-                s.prompt_lookup_max,
-                s.max_model_len,
-                s.k,
-            )
-            per_len.append([int(t) for t in drafts])
-        out.append(per_len)
-    return out
-
-
-def in_engine(llm: Any, payload: dict[str, Any], progress: Any) -> list[list[list[int]]]:
-    """``Engine.call`` entry: the kernel inside an engine worker (vLLM already imported)."""
-    return _compute(payload)
-
-
-def main() -> None:
-    payload = json.loads(sys.stdin.read())
-    json.dump(_compute(payload), sys.stdout)
-
-
-if __name__ == "__main__":
-    main()

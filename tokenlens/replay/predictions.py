@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tokenlens.replay.passes import PassResult
+from tokenlens.engine.passes import PassResult
 from tokenlens.replay.source import SourceRequest
 
 PREDICTIONS = "predictions.parquet"

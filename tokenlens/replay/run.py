@@ -11,34 +11,33 @@ Order of work, so that each engine starts at most once:
 4. one run directory per (method, k) through :func:`tokenlens.rundir.finalize`,
    with counts derived from the events (there are no vLLM counters to reconcile).
 
-Why one file over 450 lines: it is that order of work and nothing else (the engines
-it starts, the passes it asks of them, and the run directories it writes from them);
-the kernels live in :mod:`~tokenlens.replay.steps`, :mod:`~tokenlens.replay.ngram`,
-:mod:`~tokenlens.replay.passes` and :mod:`~tokenlens.replay.predictions`.
+The kernels live in :mod:`~tokenlens.replay.steps`, :mod:`~tokenlens.replay.ngram`,
+:mod:`~tokenlens.replay.passes` and :mod:`~tokenlens.replay.predictions`; what each
+run directory holds is built in :mod:`~tokenlens.replay.written`. Which methods a
+replay reproduces, and by which pass, is the method table's
+(:data:`tokenlens.engine.methods.METHODS`, ``replay``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokenlens import __version__
-from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.engine.config import EngineConfig
+from tokenlens.engine.methods import DRAFTER_PASS, METHODS, NGRAM_PASS, REPLAYABLE
+from tokenlens.engine.ngram_kernel import NgramSettings
+from tokenlens.engine.passes import PassRequest, PassResult
 from tokenlens.engine.runner import Engine
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay import ngram, passes
-from tokenlens.replay.passes import PassRequest, PassResult, StartWorker, Worker
+from tokenlens.replay.passes import StartWorker, Worker
 from tokenlens.replay.predictions import PREDICTIONS, Predictions, predictions_table
 from tokenlens.replay.source import Source, SourceRequest, read_source, resolve_recorded_model
 from tokenlens.replay.steps import (
@@ -52,29 +51,11 @@ from tokenlens.replay.steps import (
     replay_request,
 )
 from tokenlens.replay.trust import exactness
-from tokenlens.rundir import RunWriter, finalize, now_iso
-from tokenlens.signature import make_signature, parse_signature
+from tokenlens.replay.written import events_table, replay_manifest
+from tokenlens.rundir import RunWriter, finalize
 from tokenlens.trace.models import model_identity
 
-METHODS = ("draft_model", "ngram")
 SCORING_BATCH_TOKENS = 2048
-# vLLM's n-gram defaults as tokenlens passes them (SpeculativeSpec.to_vllm)
-NGRAM_DEFAULTS = {"prompt_lookup_min": 1, "prompt_lookup_max": 4}
-# Manifest keys of the source that describe its generation, not the replay.
-_NOT_INHERITED = (
-    "signature",
-    "status",
-    "timing",
-    "reconciliation",
-    "finished_at",
-    "created_at",
-    "argv",
-    "speculative",
-    "bench",
-    "capture_gaps",
-    "salvaged_at",
-    "counters_source",
-)
 
 
 @dataclass(frozen=True)
@@ -105,28 +86,45 @@ class ReplayResult:
     info: dict[str, Any]
 
 
+def _pass(method: str) -> str | None:
+    """The pass that replays ``method`` (the method table's), None when none does."""
+    row = METHODS.get(method)
+    return row.replay if row is not None else None
+
+
+def _passes(config: ReplayConfig) -> set[str | None]:
+    return {_pass(m) for m in config.methods}
+
+
+def _ngram_defaults() -> dict[str, int]:
+    """The n-gram method's defaults as tokenlens passes them (the method table's)."""
+    (row,) = [m for m in METHODS.values() if m.replay == NGRAM_PASS]
+    return {key: int(value) for key, value in row.defaults.items()}
+
+
 def _check(config: ReplayConfig) -> None:
-    unknown = [m for m in config.methods if m not in METHODS]
+    unknown = [m for m in config.methods if m not in REPLAYABLE]
     if unknown:
-        raise TokenlensError(f"replay knows --method {' and '.join(METHODS)}, not {unknown[0]}")
+        raise TokenlensError(f"replay knows --method {' and '.join(REPLAYABLE)}, not {unknown[0]}")
     if not config.ks or min(config.ks) < 1:
         raise TokenlensError("--k needs positive integers, e.g. --k 1,2,3")
-    unknown_opts = set(config.ngram_options) - set(NGRAM_DEFAULTS)
+    unknown_opts = set(config.ngram_options) - set(_ngram_defaults())
     if unknown_opts:
         raise TokenlensError(f"unknown n-gram option {sorted(unknown_opts)[0]}")
 
 
 def _ngram_options(config: ReplayConfig, source: Source) -> dict[str, int]:
     """The source's own n-gram settings when it is an n-gram run, else vLLM's defaults."""
-    own = (source.manifest["speculative"].get("options") or {}) if source.method == "ngram" else {}
-    opts = {key: int(own.get(key, value)) for key, value in NGRAM_DEFAULTS.items()}
+    spec = source.manifest["speculative"]
+    own = (spec.get("options") or {}) if _pass(source.method) == NGRAM_PASS else {}
+    opts = {key: int(own.get(key, value)) for key, value in _ngram_defaults().items()}
     return {**opts, **config.ngram_options}
 
 
 def _drafter_name(config: ReplayConfig, source: Source) -> str:
     if config.draft_model is not None:
         return config.draft_model
-    if source.method == "draft_model" and source.manifest["speculative"].get("model"):
+    if _pass(source.method) == DRAFTER_PASS and source.manifest["speculative"].get("model"):
         return str(source.manifest["speculative"]["model"])
     return DRAFTER.key
 
@@ -168,7 +166,7 @@ def _tokens(req: SourceRequest, pred: Predictions) -> Tokens:
 
 
 def _draft_fn(method: str, req: SourceRequest, pred: Predictions) -> DraftFn:
-    if method == "ngram":
+    if _pass(method) == NGRAM_PASS:
         return NgramView(pred.ngram[req.request_id])
     scored = pred.drafter[req.request_id]
     p = len(req.prompt_ids)
@@ -222,7 +220,7 @@ def _branch_requests(
     """One drafter request per branch point: its continuation, as long as any k needs."""
     wanted: dict[tuple[str, int], int] = {}
     for (method, _, rid), request_rows in rows.items():
-        if method != "draft_model":
+        if _pass(method) != DRAFTER_PASS:
             continue
         for row in request_rows:
             if isinstance(row.draft, Branch):
@@ -238,9 +236,9 @@ def _branch_requests(
     return out
 
 
-def _ngram_settings(config: ReplayConfig, source: Source) -> ngram.NgramSettings:
+def _ngram_settings(config: ReplayConfig, source: Source) -> NgramSettings:
     opts = _ngram_options(config, source)
-    return ngram.NgramSettings(
+    return NgramSettings(
         k=max(config.ks),
         prompt_lookup_min=opts["prompt_lookup_min"],
         prompt_lookup_max=opts["prompt_lookup_max"],
@@ -273,7 +271,7 @@ def _drafter_passes(
     info: dict[str, Any] = {"model": name}
     progress.note(f"starting vLLM with the drafter {name} (log: {log})")
     with start(econf, log, progress) as engine:
-        if "ngram" in config.methods:  # vLLM is imported there already
+        if NGRAM_PASS in _passes(config):  # vLLM is imported there already
             _ngram_pass(config, source, pred, engine)
         t0 = time.perf_counter()
         requests = [
@@ -288,7 +286,8 @@ def _drafter_passes(
         if config.branch_drafts:
             # A step that reaches past the output's end has no rejected draft before
             # it, so the rows before it (partial) hold every branch point.
-            rows, _, partial = _step_all(config, source, pred, ["draft_model"])
+            drafted = [m for m in config.methods if _pass(m) == DRAFTER_PASS]
+            rows, _, partial = _step_all(config, source, pred, drafted)
             branch = _branch_requests(source, pred, {**partial, **rows})
             t0 = time.perf_counter()
             progress.stage("branch pass", total=len(branch), unit="req")
@@ -337,56 +336,6 @@ def _lookahead_pass(
     }
 
 
-def _events(rows_by_request: dict[str, list[Row]], order: Sequence[str]) -> pa.Table:
-    cols: dict[str, list[Any]] = {name: [] for name in EVENTS_SCHEMA.names}
-    for rid in order:
-        for row in rows_by_request.get(rid, []):
-            assert not isinstance(row.draft, Branch)
-            cols["request_id"].append(rid)
-            cols["step"].append(row.step)
-            cols["position"].append(row.position)
-            cols["draft_token_id"].append(row.draft)
-            cols["accepted"].append(row.accepted)
-            cols["emitted_token_id"].append(row.emitted)
-            cols["output_index"].append(row.output_index)
-    return pa.table(cols, schema=EVENTS_SCHEMA)
-
-
-def replayed_signature(source_signature: str, method: str, k: int, drafter: str | None) -> str:
-    """The source's signature with method, k and drafter replaced, and ``replayed:<hash>``.
-
-    The hash names the source (first 12 hex of the SHA-256 of its signature), so two
-    replays are comparable only if they come from the same run, and no replayed
-    signature equals a traced one.
-    """
-    fields: dict[str, Any] = dict(parse_signature(source_signature))
-    fields.update(method=method, k=k, draft=drafter)
-    fields["replayed"] = hashlib.sha256(source_signature.encode()).hexdigest()[:12]
-    return make_signature(fields)
-
-
-def _manifest(
-    config: ReplayConfig, source: Source, method: str, k: int, drafter: str | None
-) -> dict[str, Any]:
-    base = {k_: v for k_, v in source.manifest.items() if k_ not in _NOT_INHERITED}
-    options = _ngram_options(config, source) if method == "ngram" else {}
-    return {
-        **base,
-        "signature": replayed_signature(str(source.manifest["signature"]), method, k, drafter),
-        "tokenlens_version": __version__,
-        "speculative": {
-            "method": method,
-            "model": drafter,
-            "num_speculative_tokens": k,
-            "options": options,
-        },
-        "created_at": now_iso(),
-        "argv": list(config.argv) or sys.argv,
-        "replayed_from": str(source.manifest["signature"]),
-        "replay_source": str(source.run.path),
-    }
-
-
 def _prepare_out(config: ReplayConfig) -> list[Path]:
     dirs = [config.out / f"{m}-k{k}" for m in config.methods for k in config.ks]
     if not config.overwrite:
@@ -408,7 +357,7 @@ def run_replay(
     _check(config)
     t_start = time.perf_counter()
     source = read_source(config.source)
-    if "ngram" in config.methods:
+    if NGRAM_PASS in _passes(config):
         ngram.check_runner(source.manifest, str(config.source))
     dtype = _dtype(config, source)
     _prepare_out(config)
@@ -421,10 +370,10 @@ def run_replay(
         **exactness(dtype),
         "branch_drafts": config.branch_drafts,
     }
-    if "ngram" in config.methods and "draft_model" not in config.methods:
+    if _passes(config) == {NGRAM_PASS}:
         progress.note("n-gram proposals (vLLM's kernel)")
         _ngram_pass(config, source, pred, None)
-    if "draft_model" in config.methods:
+    if DRAFTER_PASS in _passes(config):
         info["drafter"] = _drafter_passes(config, source, pred, dtype, progress, start)
     rows, need, _ = _step_all(config, source, pred, config.methods)
     if need:
@@ -458,7 +407,7 @@ def _write_runs(
     runs = []
     for method in config.methods:
         drafter = None
-        if method == "draft_model":
+        if _pass(method) == DRAFTER_PASS:
             drafter = model_identity(_drafter_name(config, source))[0]
         for k in config.ks:
             path = config.out / f"{method}-k{k}"
@@ -466,11 +415,13 @@ def _write_runs(
                 rid: _fill_branches(rows[(method, k, rid)], pred.branches.get(rid, {}))
                 for rid in order
             }
-            writer = RunWriter(path, _manifest(config, source, method, k, drafter), overwrite=True)
+            options = _ngram_options(config, source) if _pass(method) == NGRAM_PASS else {}
+            manifest = replay_manifest(source, method, k, drafter, options, config.argv)
+            writer = RunWriter(path, manifest, overwrite=True)
             problems = finalize(
                 writer,
                 source.run.requests,
-                _events(by_request, order),
+                events_table(by_request, order),
                 counters_source="derived",
                 extra_manifest={"replay": {**info, "wall_seconds_all_cells": seconds}},
             ).problems

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from tokenlens.engine.config import TRAINING_FREE
+from tokenlens.engine.methods import FREE, family_of
 
 Weights = tuple[tuple[str, float], ...]
 """(feature, weight) pairs: hashable, so scenarios can key caches."""
@@ -118,7 +118,7 @@ class Drafter:
 
     @property
     def training_free(self) -> bool:
-        return self.method in TRAINING_FREE
+        return family_of(self.method) == FREE
 
 
 MEASURED_TEXT = Confidence(weights=MEASURED_WEIGHTS, intercept=7.0, ja_strength=1.0, ja_offset=1.0)

@@ -307,7 +307,3 @@ class Harness:
 
         plugin.flush()
         return build_capture(self.trace_dir, id_map=id_map or {})
-
-    def vllm_per_request(self, requests: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """Run id -> vLLM's own per-request spec-decode metrics (``detailed``)."""
-        return {rid: r.spec_decode_metrics.to_dict() for rid, r in requests.items()}

@@ -34,7 +34,7 @@ import numpy.typing as npt
 from tokenlens.analysis.code_identity import code_text
 from tokenlens.arrays import F64
 from tokenlens.arrays import Mask as B
-from tokenlens.engine.config import TRAINING_FREE
+from tokenlens.engine.methods import FREE, family_of
 from tokenlens.testing.scenarios import Scenario
 from tokenlens.testing.simulate import RunSpec, Study, simulate_study
 
@@ -57,8 +57,8 @@ CHUNK = 5000
 
 
 def family(method: str) -> str:
-    """``free`` for training-free drafters (n-gram, suffix), else ``trained``."""
-    return "free" if method in TRAINING_FREE else "trained"
+    """``free`` for training-free drafters, ``trained`` for trained ones (the method table)."""
+    return "free" if family_of(method) == FREE else "trained"
 
 
 @dataclass(frozen=True)

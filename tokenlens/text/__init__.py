@@ -15,7 +15,6 @@ from tokenlens.text.classify import (
     SCRIPTS,
     TOKEN_SCHEMA,
     classify_requests,
-    classify_text,
     classify_tokens,
 )
 from tokenlens.text.morph import Units, dictionary_identity, segment
@@ -34,7 +33,6 @@ __all__ = [
     "Units",
     "Vocabulary",
     "classify_requests",
-    "classify_text",
     "classify_tokens",
     "dictionary_identity",
     "display_texts",

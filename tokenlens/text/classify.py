@@ -44,7 +44,6 @@ __all__ = [
     "SCRIPTS",
     "TOKEN_SCHEMA",
     "classify_requests",
-    "classify_text",
     "classify_tokens",
 ]
 
@@ -205,12 +204,6 @@ def _classify_joined(
     }
     schema = pa.schema([pa.field("request_index", pa.int64(), nullable=False), *TOKEN_SCHEMA])
     return pa.Table.from_pydict(columns, schema=schema)
-
-
-def classify_text(text: str, tokenizer: Vocabulary | str, lang: str) -> pa.Table:
-    """Encode ``text`` with the tokenizer, then :func:`classify_tokens`."""
-    vocab = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
-    return classify_tokens(vocab.encode(text), vocab, lang)
 
 
 def _names(codes: npt.NDArray[np.int8], names: Sequence[str]) -> pa.Array:

@@ -98,11 +98,6 @@ class Vocabulary:
     _encode: Callable[[str], list[int]] = field(repr=False)
 
     @property
-    def special_ids(self) -> frozenset[int]:
-        """Ids of special (added) tokens and of holes in the id range."""
-        return frozenset(int(i) for i in np.flatnonzero(self.special_mask))
-
-    @property
     def size(self) -> int:
         """Number of ids with a defined meaning (ranks + specials, holes included)."""
         return len(self.token_bytes)

@@ -4,11 +4,8 @@ names a manifest records for them.
 
 from __future__ import annotations
 
-from tokenlens.engine.config import (
-    METHODS_WITH_DRAFT_MODEL,
-    EngineConfig,
-    SpeculativeSpec,
-)
+from tokenlens.engine.config import EngineConfig, SpeculativeSpec
+from tokenlens.engine.methods import METHODS_WITH_DRAFT_MODEL
 from tokenlens.errors import TokenlensError
 from tokenlens.models.embedded import DRAFTER, TARGET, lookup
 from tokenlens.models.resolve import resolve_model
