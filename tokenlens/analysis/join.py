@@ -40,7 +40,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenlens.analysis.rejections import classify_rejections
+from tokenlens.analysis.rejections import CATEGORIES as REJECTION_CATEGORIES
+from tokenlens.analysis.rejections import EventRows, classify_rejections
 from tokenlens.arrays import F64, I64
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import normalise_lang
@@ -169,19 +170,25 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
     draft_text[draft < 0] = None
     frame["draft_text"] = pd.array(draft_text, "string")
     accepted = frame["accepted"].to_numpy(dtype=bool)
-    kind, draft_partial, emitted_partial = classify_rejections(
+    kinds = classify_rejections(
         vocab.token_bytes,
         flat_ids,
         offsets,
-        req_index,
-        out_idx,
-        draft,
-        emitted,
-        (emitted >= 0) & ~accepted,
+        EventRows(
+            request=req_index,
+            step=frame["step"].to_numpy().astype(np.int64),
+            position=frame["position"].to_numpy().astype(np.int64),
+            output_index=out_idx,
+            draft=np.where(filler, -1, draft),
+            emitted=emitted,
+            rejected=frame["judged"].to_numpy(dtype=bool) & ~accepted,
+        ),
     )
-    frame["rejection_kind"] = pd.Categorical(kind, categories=["split", "text", "unknown"])
-    frame["draft_partial"] = pd.array(draft_partial, "boolean")
-    frame["emitted_partial"] = pd.array(emitted_partial, "boolean")
+    frame["rejection_kind"] = pd.Categorical(
+        kinds.pop("rejection_kind"), categories=list(REJECTION_CATEGORIES)
+    )
+    for name, values in kinds.items():
+        frame[name] = pd.array(values, "boolean")
     _add_confidence(frame, req, flat_pos, draft, len(flat_ids))
     frame["output_bucket"] = bucket(
         np.where(has_out, out_idx, np.nan).astype(np.float64), OUTPUT_EDGES, OUTPUT_LABELS

@@ -33,7 +33,7 @@ from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
-from tokenlens.analysis.rejections import rejection_section
+from tokenlens.analysis.rejection_summary import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, speed_model
