@@ -26,6 +26,7 @@ from tokenlens.format import (
     or_missing,
     rate_cell,
 )
+from tokenlens.replay.compare import known_rows
 from tokenlens.signature import parse_signature
 
 # (signature key, what it names), in the order "What was measured" lists them
@@ -109,14 +110,21 @@ def _checks(
     done = {str(c.get("replayed")): c for c in checks or ()}
     lines = []
     for c in done.values():
-        rows, equal = c.get("rows_traced"), c.get("equal_judged")
+        rows = c.get("rows_traced")
+        counts = known_rows(c)
         lines.append(
             {
                 "traced": code(c.get("traced")),
                 "replayed": code(c.get("replayed")),
-                "equal": md(or_missing(equal)),
-                "rows": md(or_missing(rows)),
-                "every_row": rows == equal and c.get("rows_replayed") == rows,
+                "equal": _count(counts["equal_known"]),
+                "known": _count(counts["known"]),
+                "unknown": _count(counts["unknown"]) if counts["unknown"] else "",
+                "unknown_differ": _count(counts["unknown_differ"])
+                if counts["unknown_differ"]
+                else "",
+                "every_row": counts["equal_known"] == counts["known"]
+                and not counts["unknown_differ"]
+                and c.get("rows_replayed") == rows,
                 "differing": md(len(c.get("differing_requests") or [])),
                 "acceptance_traced": num(c.get("acceptance_traced"), "rate"),
                 "acceptance_replayed": num(c.get("acceptance_replayed"), "rate"),
@@ -125,6 +133,11 @@ def _checks(
     checked = {str(c.get("replayed")).rsplit("-k", 1)[0] for c in done.values()}
     methods = sorted({str(r.method) for r in replayed})
     return {"checks": lines, "unchecked": [md(m) for m in methods if m not in checked]}
+
+
+def _count(value: int | None) -> str:
+    """``12,035``, or the missing mark."""
+    return f"{value:,}" if value is not None else md(or_missing(value))
 
 
 def _requests(rate: Rate | None) -> int | None:
