@@ -130,6 +130,15 @@ def summarize(
         add_sensitivity(out["hypotheses"], frame, rs, rules, config.support, parts)
         out["classes"] = class_gaps(frame, rs, fams, judged, config.support, config.min_count)
         out["rejections"] = rejection_section(frame, rs, fams)
+        if "bytes_bucket" in frame:
+            out["byte_length"] = {
+                name: {
+                    "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+                    "configurations": configurations(frame, mask),
+                    "rates": rates(frame, rs, "bytes_bucket", judged & mask, config.min_count),
+                }
+                for name, mask in fams.items()
+            }
         if "domain" in frame:
             pooled = {name: block.get("gap_judged") for name, block in parts.families.items()}
             # the file's name, not its path: summary.json travels (committed samples)

@@ -361,6 +361,23 @@ class RejectionRun(RejectionFamily):
 
 
 @dataclass(frozen=True)
+class ByteLength(Section):
+    """Judged-position acceptance by the emitted token's UTF-8 byte length, one drafter
+    family (pooled over its runs, as the verdicts read them): ``rates`` {lang: {bucket:
+    Rate}}."""
+
+    runs: tuple[str, ...] = ()
+    configurations: tuple[tuple[str, int], ...] = ()
+    rates: dict[str, dict[str, Rate]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any) -> ByteLength:
+        d = as_map(data)
+        by_lang = {str(lang): rates(groups) for lang, groups in as_map(d.get("rates")).items()}
+        return read(cls, d, rates=by_lang)
+
+
+@dataclass(frozen=True)
 class DomainFamily(Section):
     adjusted_level: float | None = None
     domains: dict[str, DomainGap] = field(default_factory=dict)
@@ -407,6 +424,7 @@ class Summary:
     classes: Classes | None = None
     rejections: dict[str, RejectionFamily] = field(default_factory=dict)  # per family
     rejection_runs: dict[str, RejectionRun] = field(default_factory=dict)  # per run
+    byte_length: dict[str, ByteLength] = field(default_factory=dict)  # per family
     domains: dict[str, DomainFamily] = field(default_factory=dict)
     domain_source: str | None = None
 
@@ -446,6 +464,9 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
         warnings=as_strs(as_map(data.get("inputs")).get("warnings")),
         rejections={str(k): RejectionFamily.parse(v) for k, v in rejections.items()},
         rejection_runs={str(k): RejectionRun.parse(v) for k, v in rejection_runs.items()},
+        byte_length={
+            str(k): ByteLength.parse(v) for k, v in as_map(data.get("byte_length")).items()
+        },
         domains={str(k): DomainFamily.parse(v) for k, v in as_map(domains.get("families")).items()},
         domain_source=as_str(domains.get("source")),
     )

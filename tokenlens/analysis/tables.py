@@ -19,6 +19,7 @@ from typing import Any
 from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
 from tokenlens.analysis.summary_file import RunSummary, Summary, parse_summary
+from tokenlens.analysis.tables_length import byte_length_lines
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
     LANG_ORDER,
@@ -83,12 +84,13 @@ def _runs_table(s: Summary) -> list[str]:
         "of each step).",
         "",
         "| run | method | k | ja | en | ja judged | en judged | ja chars/step | en chars/step "
-        "| JA − EN, all draft tokens |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| ja bytes/step | en bytes/step | JA − EN, all draft tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in s.runs:
         chars = [
-            _cell((run.text_per_step.get(lang) or {}).get("accepted_chars"), "value")
+            _cell((run.text_per_step.get(lang) or {}).get(key), "value")
+            for key in ("accepted_chars", "accepted_bytes")
             for lang in LANG_ORDER
         ]
         lines.append(
@@ -384,6 +386,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
             ]
         lines.append("")
     lines += _classes(s)
+    lines += byte_length_lines(s, family_words)
     lines += _rejections(s)
     lines += _domains(s)
     gap = s.gap

@@ -154,7 +154,8 @@ def _acceptance_rows(summary: Summary) -> list[list[Any]]:
     rows = []
     for run in summary.runs:
         chars = [
-            interval((run.text_per_step.get(lang) or {}).get("accepted_chars"), "per_step")
+            interval((run.text_per_step.get(lang) or {}).get(key), "per_step")
+            for key in ("accepted_chars", "accepted_bytes")
             for lang in LANG_ORDER
         ]
         rows.append(

@@ -211,6 +211,7 @@ def acceptance(s: Summary) -> dict[str, Any]:
                 md(or_missing(judged.n if judged is not None else None)),
                 interval(text.get("accepted_tokens"), "per_step"),
                 interval(text.get("accepted_chars"), "per_step"),
+                interval(text.get("accepted_bytes"), "per_step"),
             ]
         )
     return {
@@ -260,3 +261,45 @@ def positions(s: Summary) -> dict[str, Any]:
                 cells.append(f"{num(unc.rate, 'rate')} ({num(c.rate if c else None, 'rate')})")
             rows.append([code(run.label, table=True), md(run.k), lang_name(lang), *cells])
     return {"header": ["run", "k", "language", *(f"p{p}" for p in range(width))], "rows": rows}
+
+
+def text_per_step(s: Summary) -> dict[str, Any]:
+    """Accepted tokens, characters and UTF-8 bytes per verification step, per run and
+    language (they depend on k: never pooled)."""
+    rows = []
+    for run in s.runs:
+        for lang in lang_order(run.text_per_step):
+            text = run.text_per_step[lang]
+            rows.append(
+                [
+                    code(run.label, table=True),
+                    md(run.k),
+                    lang_name(lang),
+                    *(
+                        interval(text.get(key), "per_step")
+                        for key in ("accepted_tokens", "accepted_chars", "accepted_bytes")
+                    ),
+                ]
+            )
+    return {"rows": rows}
+
+
+def byte_length(s: Summary) -> list[dict[str, Any]]:
+    """Judged-position acceptance by the emitted token's byte length, per family: a row
+    per bucket, Japanese beside English."""
+    out = []
+    for name, fam in s.byte_length.items():
+        langs = lang_order(fam.rates)
+        groups = list(dict.fromkeys(g for lang in langs for g in fam.rates[lang]))
+        out.append(
+            {
+                "family": family_words(name),
+                "configurations": md(runs_phrase(fam.configurations)),
+                "header": ["bytes", *(lang_name(lang) for lang in langs)],
+                "rows": [
+                    [md(g), *(rate_cell(fam.rates[lang].get(g), count=True) for lang in langs)]
+                    for g in groups
+                ],
+            }
+        )
+    return out
