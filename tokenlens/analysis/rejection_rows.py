@@ -91,10 +91,14 @@ def rows(
 
 
 def run_label(name: str, block: RejectionFamily) -> str:
-    """``draft_model-k3 (k = 3; continuation known)``."""
+    """``draft_model-k3 (continuation known)``; partly known with the counts (``3,340 of
+    3,345 later drafts unknown``)."""
     if not isinstance(block, RejectionRun) or block.continuation is None:
         return name
-    return f"{name} (continuation {block.continuation})"
+    counts = ""
+    if block.continuation == "partly known" and block.later_drafts is not None:
+        counts = f": {block.later_drafts_unknown:,} of {block.later_drafts:,} later drafts unknown"
+    return f"{name} (continuation {block.continuation}{counts})"
 
 
 def gap(block: RejectionFamily) -> Any:
