@@ -33,6 +33,7 @@ def test_full_size_is_the_documented_study(tmp_path: Path) -> None:
     assert size.replay is not None
     assert set(size.replay.methods) == {"draft_model", "ngram"}
     assert set(size.replay.ks) >= {1, 2, 3, 4, 5}
+    assert size.replay.branch_drafts  # the rejection kinds need the drafter's continuation
     traces = {name: (method, k) for name, method, k in size.traces}
     assert traces[size.replay.source] == ("draft_model", 3)
     assert [traces[name] for name in size.checks] == [("ngram", 3)]

@@ -49,6 +49,7 @@ BREAKDOWNS = (
     Breakdown("by_word_initial", "morph_initial", "judged"),
     Breakdown("by_output_position", "output_bucket", "judged"),
     Breakdown("by_bpe_rank", "rank_bucket", "judged"),
+    Breakdown("by_byte_length", "bytes_bucket", "judged"),
     Breakdown("by_confidence", "conf_bucket", "judged"),
     Breakdown("by_draft_rank", "draft_target_rank", "judged"),
 )

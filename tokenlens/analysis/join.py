@@ -40,7 +40,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenlens.analysis.rejections import classify_rejections
+from tokenlens.analysis.rejections import CATEGORIES as REJECTION_CATEGORIES
+from tokenlens.analysis.rejections import EventRows, classify_rejections
 from tokenlens.arrays import F64, I64
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import normalise_lang
@@ -56,6 +57,9 @@ from tokenlens.text import (
 # Buckets: lower edges, labels say the half-open range.
 OUTPUT_EDGES = (0, 16, 64, 256, 1024)
 RANK_EDGES = (0, 1_000, 10_000, 50_000, 100_000)
+# UTF-8 bytes of the emitted token: one bucket per length up to 9 (a kana or kanji is 3
+# bytes, so Japanese tokens sit on 3, 6, 9), then 10-12 and 13 or more.
+BYTE_EDGES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13)
 CONF_EDGES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 CLASS_COLUMNS = (
@@ -74,7 +78,7 @@ CLASS_COLUMNS = (
 
 
 def _int_labels(edges: Sequence[int]) -> list[str]:
-    out = [f"{lo}-{hi - 1}" for lo, hi in pairwise(edges)]
+    out = [f"{lo}" if hi - 1 == lo else f"{lo}-{hi - 1}" for lo, hi in pairwise(edges)]
     return [*out, f">={edges[-1]}"]
 
 
@@ -85,6 +89,7 @@ def _float_labels(edges: Sequence[float]) -> list[str]:
 
 OUTPUT_LABELS = _int_labels(OUTPUT_EDGES)
 RANK_LABELS = _int_labels(RANK_EDGES)
+BYTE_LABELS = _int_labels(BYTE_EDGES)
 CONF_LABELS = _float_labels(CONF_EDGES)
 
 
@@ -169,19 +174,25 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
     draft_text[draft < 0] = None
     frame["draft_text"] = pd.array(draft_text, "string")
     accepted = frame["accepted"].to_numpy(dtype=bool)
-    kind, draft_partial, emitted_partial = classify_rejections(
+    kinds = classify_rejections(
         vocab.token_bytes,
         flat_ids,
         offsets,
-        req_index,
-        out_idx,
-        draft,
-        emitted,
-        (emitted >= 0) & ~accepted,
+        EventRows(
+            request=req_index,
+            step=frame["step"].to_numpy().astype(np.int64),
+            position=frame["position"].to_numpy().astype(np.int64),
+            output_index=out_idx,
+            draft=np.where(filler, -1, draft),
+            emitted=emitted,
+            rejected=frame["judged"].to_numpy(dtype=bool) & ~accepted,
+        ),
     )
-    frame["rejection_kind"] = pd.Categorical(kind, categories=["split", "text", "unknown"])
-    frame["draft_partial"] = pd.array(draft_partial, "boolean")
-    frame["emitted_partial"] = pd.array(emitted_partial, "boolean")
+    frame["rejection_kind"] = pd.Categorical(
+        kinds.pop("rejection_kind"), categories=list(REJECTION_CATEGORIES)
+    )
+    for name, values in kinds.items():
+        frame[name] = pd.array(values, "boolean")
     _add_confidence(frame, req, flat_pos, draft, len(flat_ids))
     frame["output_bucket"] = bucket(
         np.where(has_out, out_idx, np.nan).astype(np.float64), OUTPUT_EDGES, OUTPUT_LABELS
@@ -287,6 +298,9 @@ def _add_classes(
     else:
         frame["n_chars"] = masked_int(np.zeros(len(frame), np.int64), ~judged)
         frame["n_bytes"] = masked_int(np.zeros(len(frame), np.int64), ~judged)
+    frame["bytes_bucket"] = bucket(
+        frame["n_bytes"].astype("float64").to_numpy(), BYTE_EDGES, BYTE_LABELS
+    )
     rank = frame["bpe_rank"].astype("float64").to_numpy()
     frame["rank_bucket"] = bucket(rank, RANK_EDGES, RANK_LABELS)
     frame["particle_type"] = _particle_type(frame)

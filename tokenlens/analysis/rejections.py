@@ -1,45 +1,53 @@
-"""Rejections by kind: did the drafter and the target disagree on the text, or only on
-how it is cut into tokens?
+"""Rejections by kind, defined by what the drafter wrote: did the drafter write the
+target's text cut into other tokens (a re-segmentation), or other text?
 
-For every rejected draft token whose identity is known (the first rejection of a step,
-``draft_token_id`` not −1), with D the draft token's bytes and T the bytes the target
-actually wrote from that position on (its emitted token, then its following output
-tokens):
+For a judged rejection at position p of a step whose draft identity is known, with D the
+rejected draft's bytes, E the bytes of the token the target emitted there, T the
+target's output bytes from there on (E, then its following output tokens) and C = D
+followed by the drafter's later drafts of the same step (positions p+1.., known in a
+real trace; in a replay only with ``--branch-drafts``; an unknown (−1) or filler draft
+ends what is known of C):
 
-- ``split``: T starts with D. The drafter proposed the very text the target wrote, cut
-  into tokens differently (a draft "東京" where the target wrote "東" then "京", or a
-  draft "東" where the target wrote "東京"). Greedy acceptance compares token ids, so
-  the draft is rejected although the text agrees: tokenization's cost in its purest
-  form, a direct reading of H1.
-- ``text``: T does not start with D: the drafter proposed other text.
-- ``unknown``: the output ends before T covers D and what there is agrees (a request
-  stopped inside the draft's text), so the kind cannot be told.
+- ``merge``: D is longer than E and T starts with D (the drafter wrote the target's
+  text as one token where the target used several: 東京 against 東, 京);
+- ``confirmed``: D is a strict prefix of E and C starts with E (the drafter's own
+  continuation spells the target's token: 東 then 京 against 東京);
+- ``prefix_diverged``: D is a strict prefix of E and C departs from E before covering
+  it (" a" then " new" against " affecting": a byte-prefix coincidence, other text);
+- ``prefix_open``: D is a strict prefix of E, C agrees but ends before covering E (the
+  step ended, or its later drafts are unknown): which of the two it is cannot be told,
+  and it is never guessed;
+- ``text``: anything else (the drafter wrote other text).
 
-Two flags per rejection: ``draft_partial`` and ``emitted_partial``, whether the draft,
-or the target's replacement token, ends inside a UTF-8 character when placed after the
-output so far (a byte-level BPE piece of a multi-byte character).
+A *re-segmentation* is ``merge`` + ``confirmed``. One more value, ``unknown``, marks a
+rejection the output cannot judge: D is longer than E, the output ends (``max_tokens``)
+before T covers D, and what there is agrees. It is counted apart, in no share.
 
-:func:`rejection_section` reports the share of each kind and of each flag per drafter
-family and language, with prompt-pair intervals, and the JA − EN difference of the
-split share.
+Per rejection three flags: ``draft_partial`` and ``emitted_partial`` (the draft, or the
+target's token, ends inside a UTF-8 character when placed after the output so far), and
+``rejection_whitespace`` (a re-segmentation whose two cuts differ only by whitespace or
+newlines, e.g. 。 against 。\\n\\n: real, and not Japanese-specific, so shown apart).
+:mod:`tokenlens.analysis.rejection_summary` turns them into shares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from tokenlens.analysis.bootstrap import Resampler, estimate
-from tokenlens.analysis.breakdown import lang_codes
-from tokenlens.analysis.decompose import lang_code
 from tokenlens.arrays import I64, Mask
 
-SPLIT, TEXT, UNKNOWN = "split", "text", "unknown"
-KINDS = (SPLIT, TEXT, UNKNOWN)
+MERGE, CONFIRMED = "merge", "confirmed"
+PREFIX_DIVERGED, PREFIX_OPEN, TEXT = "prefix_diverged", "prefix_open", "text"
+UNKNOWN = "unknown"
+KINDS = (MERGE, CONFIRMED, PREFIX_DIVERGED, PREFIX_OPEN, TEXT)
+RESEGMENTATION = (MERGE, CONFIRMED)
+CATEGORIES = (*KINDS, UNKNOWN)  # tokens.parquet's rejection_kind
 FLAGS = ("draft_partial", "emitted_partial")
+WHITESPACE = b" \t\n\r\x0b\x0c"
 
 
 def ends_inside_char(data: bytes) -> bool:
@@ -65,47 +73,74 @@ def ends_inside_char(data: bytes) -> bool:
     return end - i < need
 
 
-def rejection_kind(draft: bytes, target: bytes, complete: bool) -> str:
-    """``split``, ``text`` or ``unknown`` for draft bytes D against the target's bytes T
-    from the same position on; ``complete`` is False when T is all the output has left."""
+def rejection_kind(draft: bytes, emitted: bytes, target: bytes, complete: bool, cont: bytes) -> str:
+    """The kind of one rejection (module docstring): D = ``draft``, E = ``emitted``,
+    T = ``target`` (``complete`` False when the output ended before T covered D),
+    C = ``cont`` (D and the drafter's known later drafts of the step)."""
     if not draft:
-        return UNKNOWN
-    if target.startswith(draft):
-        return SPLIT
-    if not complete and draft.startswith(target):
-        return UNKNOWN
+        return UNKNOWN  # an id the vocabulary does not define
+    if len(draft) > len(emitted):
+        if target.startswith(draft):
+            return MERGE
+        if not complete and draft.startswith(target):
+            return UNKNOWN
+        return TEXT
+    if len(draft) < len(emitted) and emitted.startswith(draft):
+        if cont.startswith(emitted):
+            return CONFIRMED
+        covered = min(len(cont), len(emitted))
+        return PREFIX_DIVERGED if cont[:covered] != emitted[:covered] else PREFIX_OPEN
     return TEXT
 
 
-def classify_rejections(
-    pieces: Sequence[bytes],
-    flat_ids: I64,
-    offsets: I64,
-    request: I64,
-    output_index: I64,
-    draft: I64,
-    emitted: I64,
-    rejected: Mask,
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Per event row: (kind or None, draft_partial or None, emitted_partial or None).
+def whitespace_cut(draft: bytes, emitted: bytes) -> bool:
+    """Whether the longer of D and E adds only whitespace to the shorter (a
+    re-segmentation at spaces or newlines)."""
+    short, long = sorted((draft, emitted), key=len)
+    extra = long[len(short) :]
+    return bool(extra) and not extra.strip(WHITESPACE)
 
-    ``pieces[i]`` is token i's bytes; ``flat_ids``/``offsets`` the requests' output ids;
-    per row its request index, output index (−1: past the output's end), draft id (−1:
-    hidden), emitted id and whether it is a rejection (judged, not accepted).
+
+@dataclass(frozen=True)
+class EventRows:
+    """The event rows classified, as arrays: per row its request index, step, position,
+    output index (−1: past the output's end), draft id (−1: hidden; fillers as −1),
+    emitted id (−1: none) and whether it is a rejection to classify."""
+
+    request: I64
+    step: I64
+    position: I64
+    output_index: I64
+    draft: I64
+    emitted: I64
+    rejected: Mask
+
+
+def classify_rejections(
+    pieces: Sequence[bytes], flat_ids: I64, offsets: I64, rows: EventRows
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Per event row: ``rejection_kind`` (or None), ``draft_partial``,
+    ``emitted_partial`` and ``rejection_whitespace`` (None where there is no kind).
+
+    ``pieces[i]`` is token i's bytes; ``flat_ids``/``offsets`` the requests' output ids.
     """
-    n = len(request)
+    n = len(rows.request)
     kind = np.full(n, None, dtype=object)
-    d_part = np.full(n, None, dtype=object)
-    e_part = np.full(n, None, dtype=object)
+    flags = {name: np.full(n, None, dtype=object) for name in (*FLAGS, "rejection_whitespace")}
     size = len(pieces)
-    for i in np.flatnonzero(rejected & (draft >= 0) & (draft < size) & (emitted >= 0)):
-        r = int(request[i])
+    draft, emitted = rows.draft, rows.emitted
+    order = np.lexsort((rows.position, rows.step, rows.request))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    todo = rows.rejected & (draft >= 0) & (draft < size) & (emitted >= 0)
+    for i in np.flatnonzero(todo):
+        r = int(rows.request[i])
         start, stop = int(offsets[r]), int(offsets[r + 1])
-        at = start + int(output_index[i]) if output_index[i] >= 0 else stop
+        at = start + int(rows.output_index[i]) if rows.output_index[i] >= 0 else stop
         d_bytes = pieces[int(draft[i])]
         e_bytes = pieces[int(emitted[i])] if emitted[i] < size else b""
         tail = b"".join(pieces[int(t)] for t in flat_ids[max(start, at - 4) : at] if t < size)[-4:]
-        if output_index[i] >= 0:
+        if rows.output_index[i] >= 0:
             target = b""
             j = at
             while j < stop and len(target) < len(d_bytes):
@@ -115,82 +150,22 @@ def classify_rejections(
             complete = len(target) >= len(d_bytes)
         else:
             target, complete = e_bytes, len(e_bytes) >= len(d_bytes)
-        kind[i] = rejection_kind(d_bytes, target, complete)
-        d_part[i] = ends_inside_char(tail + d_bytes)
-        e_part[i] = ends_inside_char(tail + e_bytes)
-    return kind, d_part, e_part
-
-
-def _shares(
-    frame: pd.DataFrame, rs: Resampler, rows: Mask, values: np.ndarray[Any, Any]
-) -> dict[str, dict[str, Any]]:
-    """Per language: the share of ``rows`` where ``values`` is true, with its interval."""
-    lcode, langs = lang_codes(frame)
-    num = rs.totals(values.astype(np.float64), lcode, len(langs), rows)
-    den = rs.totals(np.ones(len(frame)), lcode, len(langs), rows)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        point, boot = num.point / den.point, num.boot / den.boot
-    g, h = rs.group_design(np.where(rows, lcode, -1), len(langs), rows)
-    lo, hi = rs.rate_interval(point, boot, den.point, g, h)
-    out = {}
-    for li, lang in enumerate(langs):
-        if den.point[li] == 0:
-            continue
-        entry = estimate(point[li], lo[li], hi[li], int(den.point[li])).to_json("share")
-        entry["count"] = int(num.point[li])
-        out[lang] = entry
-    return out
-
-
-def _difference(
-    frame: pd.DataFrame, rs: Resampler, rows: Mask, values: np.ndarray[Any, Any]
-) -> dict[str, Any]:
-    """JA − EN of the share of ``rows`` where ``values`` is true."""
-    code = lang_code(frame)
-    keep = rows & (code >= 0)
-    num = rs.totals(values.astype(np.float64), code, 2, keep)
-    den = rs.totals(np.ones(len(frame)), code, 2, keep)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r_point, r_boot = num.point / den.point, num.boot / den.boot
-    g, h = rs.design(keep)
-    return rs.effect(
-        float(r_point[0] - r_point[1]), r_boot[:, 0] - r_boot[:, 1], g, h, int(den.point.sum())
-    )
-
-
-def rejection_section(
-    frame: pd.DataFrame, rs: Resampler, families: dict[str, Mask]
-) -> dict[str, Any] | None:
-    """``{families: {family: {runs, rejections {lang: n}, split, text, unknown,
-    draft_partial, emitted_partial: {lang: share}, split_gap}}}`` (None without the
-    ``rejection_kind`` column: a frame built before it, or a simulated one)."""
-    if "rejection_kind" not in frame:
-        return None
-    kind = frame["rejection_kind"].astype(object).to_numpy()
-    known = pd.notna(kind) & (kind != UNKNOWN)
-    rejected = pd.notna(kind)
-    out: dict[str, Any] = {"kinds": list(KINDS), "families": {}}
-    for name, mask in families.items():
-        rows = mask & known
-        lcode, langs = lang_codes(frame)
-        block: dict[str, Any] = {
-            "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
-            "rejections": {
-                lang: int((mask & rejected & (lcode == li)).sum()) for li, lang in enumerate(langs)
-            },
-            "unknown": {
-                lang: int((mask & (kind == UNKNOWN) & (lcode == li)).sum())
-                for li, lang in enumerate(langs)
-            },
-        }
-        block[SPLIT] = _shares(frame, rs, rows, kind == SPLIT)
-        block[TEXT] = _shares(frame, rs, rows, kind == TEXT)
-        for flag in FLAGS:
-            values = frame[flag].astype(object).to_numpy()
-            flagged = pd.notna(values)
-            block[flag] = _shares(
-                frame, rs, mask & flagged, np.where(flagged, values, False).astype(bool)
-            )
-        block["split_gap"] = _difference(frame, rs, rows, kind == SPLIT)
-        out["families"][name] = block
-    return out
+        cont = d_bytes
+        j = int(rank[i]) + 1
+        while j < n and len(cont) < len(e_bytes):
+            row = int(order[j])
+            if rows.request[row] != r or rows.step[row] != rows.step[i]:
+                break  # the step ended
+            later = int(draft[row])
+            if later < 0 or later >= size:
+                break  # an unknown draft: C is known only up to here
+            cont += pieces[later]
+            j += 1
+        kind[i] = rejection_kind(d_bytes, e_bytes, target, complete, cont)
+        flags["draft_partial"][i] = ends_inside_char(tail + d_bytes)
+        flags["emitted_partial"][i] = ends_inside_char(tail + e_bytes)
+        if kind[i] in RESEGMENTATION:
+            flags["rejection_whitespace"][i] = whitespace_cut(d_bytes, e_bytes)
+        elif kind[i] != UNKNOWN:
+            flags["rejection_whitespace"][i] = False
+    return {"rejection_kind": kind, **flags}

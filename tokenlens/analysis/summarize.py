@@ -33,7 +33,7 @@ from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
-from tokenlens.analysis.rejections import rejection_section
+from tokenlens.analysis.rejection_summary import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, speed_model
@@ -131,6 +131,15 @@ def summarize(
         add_sensitivity(out["hypotheses"], frame, rs, rules, config.support, parts)
         out["classes"] = class_gaps(frame, rs, fams, judged, config.support, config.min_count)
         out["rejections"] = rejection_section(frame, rs, fams)
+        if "bytes_bucket" in frame:
+            out["byte_length"] = {
+                name: {
+                    "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+                    "configurations": configurations(frame, mask),
+                    "rates": rates(frame, rs, "bytes_bucket", judged & mask, config.min_count),
+                }
+                for name, mask in fams.items()
+            }
         if "domain" in frame:
             pooled = {name: block.get("gap_judged") for name, block in parts.families.items()}
             # the file's name, not its path: summary.json travels (committed samples)

@@ -292,19 +292,40 @@ class Scope(Figure):
     note: str | None = None
 
 
-REJECTION_SHARES = ("split", "text", "draft_partial", "emitted_partial")
+# The rejection kinds (tokenlens.analysis.rejections), the re-segmentation share, its
+# whitespace part and the flags; "split" (T starts with D) is the first versions' kind,
+# read from older files only.
+REJECTION_KINDS = ("merge", "confirmed", "prefix_diverged", "prefix_open", "text")
+REJECTION_SHARES = (
+    *REJECTION_KINDS,
+    "resegmentation",
+    "resegmentation_whitespace",
+    "draft_partial",
+    "emitted_partial",
+    "split",
+)
 
 
 @dataclass(frozen=True)
 class RejectionFamily(Section):
-    """Rejections of one drafter family: counts per language, the share of each kind and
-    flag per language, and the JA − EN difference of the split share."""
+    """Rejections of one drafter family (or one run): counts per language, the share of
+    each kind and flag per language, and the JA − EN difference of the re-segmentation
+    share. A file written before the kinds has ``split`` shares and ``split_gap``
+    instead (:attr:`legacy`)."""
 
     runs: tuple[str, ...] = ()
     rejections: dict[str, int] = field(default_factory=dict)
     unknown: dict[str, int] = field(default_factory=dict)
     shares: dict[str, dict[str, Share]] = field(default_factory=dict)  # {kind: {lang: Share}}
-    split_gap: Estimate | None = None
+    resegmentation_gap: Estimate | None = None
+    split_gap: Estimate | None = None  # older files only
+
+    @property
+    def legacy(self) -> bool:
+        """Written before the rejection kinds: only ``split``/``text`` shares."""
+        return not any(self.shares.get(kind) for kind in REJECTION_KINDS[:4]) and bool(
+            self.shares.get("split")
+        )
 
     @classmethod
     def parse(cls, data: Any) -> RejectionFamily:
@@ -318,6 +339,42 @@ class RejectionFamily(Section):
                     block[str(lang)] = share
             shares[kind] = block
         return read(cls, d, shares=shares)
+
+
+@dataclass(frozen=True)
+class RejectionRun(RejectionFamily):
+    """Rejections of one run, and whether the drafter's drafts after a step's first
+    rejection are known there (``continuation``: known, unknown, partly known, none
+    proposed): where they are not, a re-segmentation can hide in ``prefix_open``."""
+
+    method: str | None = None
+    k: int | None = None
+    family: str | None = None
+    continuation: str | None = None
+    later_drafts: int | None = None
+    later_drafts_unknown: int | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> RejectionRun:
+        base = RejectionFamily.parse(data)
+        return read(cls, as_map(data), shares=base.shares)
+
+
+@dataclass(frozen=True)
+class ByteLength(Section):
+    """Judged-position acceptance by the emitted token's UTF-8 byte length, one drafter
+    family (pooled over its runs, as the verdicts read them): ``rates`` {lang: {bucket:
+    Rate}}."""
+
+    runs: tuple[str, ...] = ()
+    configurations: tuple[tuple[str, int], ...] = ()
+    rates: dict[str, dict[str, Rate]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any) -> ByteLength:
+        d = as_map(data)
+        by_lang = {str(lang): rates(groups) for lang, groups in as_map(d.get("rates")).items()}
+        return read(cls, d, rates=by_lang)
 
 
 @dataclass(frozen=True)
@@ -365,7 +422,9 @@ class Summary:
     warnings: tuple[str, ...] = ()  # inputs.warnings: runs let through by an --allow flag
     scope: Scope | None = None  # what the per-language sections at the top cover
     classes: Classes | None = None
-    rejections: dict[str, RejectionFamily] = field(default_factory=dict)
+    rejections: dict[str, RejectionFamily] = field(default_factory=dict)  # per family
+    rejection_runs: dict[str, RejectionRun] = field(default_factory=dict)  # per run
+    byte_length: dict[str, ByteLength] = field(default_factory=dict)  # per family
     domains: dict[str, DomainFamily] = field(default_factory=dict)
     domain_source: str | None = None
 
@@ -392,6 +451,7 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
         if isinstance(key, str) and key.startswith("by_") and isinstance(block, Mapping):
             breakdowns[key] = {str(lang): rates(groups) for lang, groups in block.items()}
     rejections = as_map(as_map(data.get("rejections")).get("families"))
+    rejection_runs = as_map(as_map(data.get("rejections")).get("runs"))
     domains = as_map(data.get("domains"))
     return read(
         Summary,
@@ -403,6 +463,10 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
         },
         warnings=as_strs(as_map(data.get("inputs")).get("warnings")),
         rejections={str(k): RejectionFamily.parse(v) for k, v in rejections.items()},
+        rejection_runs={str(k): RejectionRun.parse(v) for k, v in rejection_runs.items()},
+        byte_length={
+            str(k): ByteLength.parse(v) for k, v in as_map(data.get("byte_length")).items()
+        },
         domains={str(k): DomainFamily.parse(v) for k, v in as_map(domains.get("families")).items()},
         domain_source=as_str(domains.get("source")),
     )

@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
 from tokenlens.analysis.summary_file import RunSummary, Summary, parse_summary
+from tokenlens.analysis.tables_length import byte_length_lines
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
     LANG_ORDER,
@@ -82,12 +84,13 @@ def _runs_table(s: Summary) -> list[str]:
         "of each step).",
         "",
         "| run | method | k | ja | en | ja judged | en judged | ja chars/step | en chars/step "
-        "| JA − EN, all draft tokens |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| ja bytes/step | en bytes/step | JA − EN, all draft tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in s.runs:
         chars = [
-            _cell((run.text_per_step.get(lang) or {}).get("accepted_chars"), "value")
+            _cell((run.text_per_step.get(lang) or {}).get(key), "value")
+            for key in ("accepted_chars", "accepted_bytes")
             for lang in LANG_ORDER
         ]
         lines.append(
@@ -228,38 +231,32 @@ def _classes(s: Summary) -> list[str]:
 def _rejections(s: Summary) -> list[str]:
     if not s.rejections:
         return []
+    legacy = all(b.legacy for b in s.rejections.values())
     lines = [
         "## Rejections by kind (docs/analysis.md)",
         "",
-        "Of the rejected drafts whose identity is known: *split* when the target wrote the "
-        "draft's very text, cut into tokens differently; *text* otherwise. Flags: the "
-        "draft, or the target's replacement, ends inside a UTF-8 character.",
+        rejection_rows.LEGACY_DEFINITION if legacy else rejection_rows.DEFINITION,
+        "Each cell: count (share of the rejections with a kind, 95% prompt-pair interval); "
+        "flags: the draft, or the target's replacement, ends inside a UTF-8 character.",
         "",
-        "| family | lang | rejections | split | text | unknown | draft ends inside a character "
-        "| replacement ends inside a character |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    tables: list[tuple[str, Mapping[str, Any]]] = [("family", s.rejections)]
+    if s.rejection_runs:
+        tables.append(("run", s.rejection_runs))
+    for first, blocks in tables:
+        head = rejection_rows.header(blocks, first)
+        label = rejection_rows.run_label if first == "run" else _family_label
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in rejection_rows.rows(blocks, label)]
+        lines.append("")
     for name, fam in s.rejections.items():
-        for lang in lang_order(fam.rejections):
-            cells = [
-                interval(fam.shares.get(kind, {}).get(lang), "rate", "share")
-                for kind in ("split", "text")
-            ]
-            flags = [
-                interval(fam.shares.get(kind, {}).get(lang), "rate", "share")
-                for kind in ("draft_partial", "emitted_partial")
-            ]
-            lines.append(
-                f"| {family_words(name)} | {lang} | {fam.rejections.get(lang)} | "
-                + " | ".join(cells)
-                + f" | {fam.unknown.get(lang, 0)} | "
-                + " | ".join(flags)
-                + " |"
-            )
-    lines.append("")
-    for name, fam in s.rejections.items():
-        lines.append(f"Split share, JA − EN ({family_words(name)}): {pp_cell(fam.split_gap)}.")
+        what = "T-starts-with-D share" if fam.legacy else "Re-segmentation share"
+        lines.append(f"{what}, JA − EN ({family_words(name)}): {pp_cell(rejection_rows.gap(fam))}.")
     return [*lines, ""]
+
+
+def _family_label(name: str, _block: Any) -> str:
+    return family_words(name)
 
 
 def _domains(s: Summary) -> list[str]:
@@ -389,6 +386,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
             ]
         lines.append("")
     lines += _classes(s)
+    lines += byte_length_lines(s, family_words)
     lines += _rejections(s)
     lines += _domains(s)
     gap = s.gap

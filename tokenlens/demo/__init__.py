@@ -153,6 +153,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
                 out=config.out / "runs",
                 methods=size.replay.methods,
                 ks=size.replay.ks,
+                branch_drafts=size.replay.branch_drafts,
                 cache=config.cache,
                 overwrite=config.overwrite,
                 argv=config.argv,

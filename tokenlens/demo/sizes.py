@@ -32,6 +32,9 @@ class Replay:
     source: str
     methods: tuple[str, ...]
     ks: tuple[int, ...]
+    # Also the drafter's drafts after a step's first rejection (``--branch-drafts``):
+    # the rejection kinds need them to tell a re-segmentation from a byte-prefix match.
+    branch_drafts: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,9 @@ SIZES: dict[str, Size] = {
         128,
         DEFAULT_CONCURRENCY,
         corpus=ALL_CORPORA,
-        replay=Replay("draft_model-k3", ("draft_model", "ngram"), (1, 2, 3, 4, 5)),
+        replay=Replay(
+            "draft_model-k3", ("draft_model", "ngram"), (1, 2, 3, 4, 5), branch_drafts=True
+        ),
         checks=("ngram-k3",),
         smoke=False,
         wall="40-90 min",  # 39 min once, 77+ min on a busier evening (docs/study.md)

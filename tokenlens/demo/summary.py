@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenlens.replay.compare import known_rows
 from tokenlens.rundir import read_run
 
 
@@ -19,9 +20,11 @@ def replay_check(traced: Path, replayed: Path) -> dict[str, Any]:
     """A real trace against the replayed run of the same method and k, row for row.
 
     ``equal_rows``: all seven event columns equal (:func:`tokenlens.replay.compare.
-    compare_runs`). ``equal_judged``: equal where the replay knows the draft: a replay
-    without branch drafts writes -1 for the drafts after a step's first rejection
-    (never judged by the target, read by no analysis), which a real trace shows.
+    compare_runs`). ``equal_judged``: equal when a draft the replay left -1 counts as
+    a match: a replay without branch drafts writes -1 for the drafts after a step's
+    first rejection (never judged by the target; only the rejection kinds read them),
+    which a real trace shows. ``unknown_drafts``: those -1 rows. Reported over the rows
+    whose draft the replay knows: :func:`tokenlens.replay.compare.known_rows`.
     """
     from tokenlens.replay.compare import KEY, compare_runs
 
@@ -62,19 +65,21 @@ def check_markdown(checks: Sequence[dict[str, Any]]) -> list[str]:
         "Replay against the real traces (same method and k, row for row; docs/replay.md):",
         "",
         "| trace | replayed run | requests | event rows traced | rows replayed "
-        "| equal rows | equal where the replay knows the draft | drafts the replay left -1 "
+        "| rows whose draft the replay knows | of them equal in all 7 columns "
+        "| drafts the replay left -1 | of them differing in another column "
         "| acceptance traced | acceptance replayed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in checks:
         rate = [
             f"{x:.4f}" if x is not None else "–"
             for x in (c["acceptance_traced"], c["acceptance_replayed"])
         ]
+        n = known_rows(c)
         lines.append(
             f"| {c['traced']} | {c['replayed']} | {c['requests']} | {c['rows_traced']} | "
-            f"{c['rows_replayed']} | {c['equal_rows']} | {c['equal_judged']} | "
-            f"{c['unknown_drafts']} | {rate[0]} | {rate[1]} |"
+            f"{c['rows_replayed']} | {n['known']} | {n['equal_known']} | "
+            f"{c['unknown_drafts']} | {n['unknown_differ']} | {rate[0]} | {rate[1]} |"
         )
     return [*lines, ""]
 

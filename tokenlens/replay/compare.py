@@ -9,6 +9,7 @@ two runs where its logits nearly tie).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,3 +108,24 @@ def compare_runs(traced: Run, replayed: Run) -> Agreement:
         equal_rows=totals[2],
         differing=tuple(diffs),
     )
+
+
+def known_rows(check: Mapping[str, Any]) -> dict[str, int | None]:
+    """A replay check (replay/check.json) counted over the rows where the replay knows
+    the draft: ``known`` (traced rows less the drafts the replay left −1),
+    ``equal_known`` (of them, equal in all seven columns: a row whose replayed draft is
+    −1 is never equal in all of them), ``unknown`` and ``unknown_differ`` (unknown rows
+    that differ in another column). None where the check lacks a count."""
+    rows, unknown = check.get("rows_traced"), check.get("unknown_drafts")
+    equal, judged = check.get("equal_rows"), check.get("equal_judged")
+    if not isinstance(rows, int) or not isinstance(unknown, int):
+        return {"known": None, "equal_known": None, "unknown": None, "unknown_differ": None}
+    differ = (
+        unknown - (judged - equal) if isinstance(judged, int) and isinstance(equal, int) else None
+    )
+    return {
+        "known": rows - unknown,
+        "equal_known": equal if isinstance(equal, int) else None,
+        "unknown": unknown,
+        "unknown_differ": differ,
+    }

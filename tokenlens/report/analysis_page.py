@@ -8,13 +8,21 @@ and turns the summary into the rows and cards the template shows (every number t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from tokenlens.analysis.summary_file import SUMMARY, Hypothesis, RunSummary, Summary, load_summary
+from tokenlens.analysis import rejection_rows
+from tokenlens.analysis.summary_file import (
+    SUMMARY,
+    Hypothesis,
+    RejectionFamily,
+    RunSummary,
+    Summary,
+    load_summary,
+)
 from tokenlens.analysis.tables import COLUMN_WORDS, class_rows, family_words
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
@@ -23,7 +31,6 @@ from tokenlens.format import (
     LANG_ORDER,
     decision_prose,
     interval,
-    lang_order,
     num,
     qty,
     verdict_words,
@@ -89,7 +96,7 @@ def page_context(summary: Summary, specs: Mapping[str, Any]) -> dict[str, Any]:
         "rate_charts": [key for key, _, _ in RATE_SECTIONS if key in specs],
         "scope": scope_words(summary.raw).strip(" ()"),
         "classes": _class_tables(summary),
-        "rejections": _rejection_rows(summary),
+        "rejections": _rejection_tables(summary),
         "domains": _domain_tables(summary),
         "speed": _speed_rows(summary),
     }
@@ -147,7 +154,8 @@ def _acceptance_rows(summary: Summary) -> list[list[Any]]:
     rows = []
     for run in summary.runs:
         chars = [
-            interval((run.text_per_step.get(lang) or {}).get("accepted_chars"), "per_step")
+            interval((run.text_per_step.get(lang) or {}).get(key), "per_step")
+            for key in ("accepted_chars", "accepted_bytes")
             for lang in LANG_ORDER
         ]
         rows.append(
@@ -190,23 +198,28 @@ def _class_tables(summary: Summary) -> list[dict[str, Any]]:
     ]
 
 
-def _rejection_rows(summary: Summary) -> list[list[Any]]:
-    rows = []
-    for name, fam in summary.rejections.items():
-        for lang in lang_order(fam.rejections):
-            rows.append(
-                [
-                    family_words(name),
-                    lang,
-                    fam.rejections.get(lang),
-                    *(
-                        interval(fam.shares.get(kind, {}).get(lang), "share", "share")
-                        for kind in ("split", "text", "draft_partial", "emitted_partial")
-                    ),
-                    fam.unknown.get(lang, 0),
-                ]
-            )
-    return rows
+def _rejection_tables(summary: Summary) -> dict[str, Any] | None:
+    """The kinds per family and per run (:mod:`tokenlens.analysis.rejection_rows`)."""
+    fams = summary.rejections
+    if not fams:
+        return None
+    legacy = all(b.legacy for b in fams.values())
+    tables: list[tuple[str, Mapping[str, RejectionFamily], Callable[[str, Any], str]]] = [
+        ("family", fams, lambda name, _b: family_words(name))
+    ]
+    if summary.rejection_runs:
+        tables.append(("run", summary.rejection_runs, rejection_rows.run_label))
+    words = rejection_rows.LEGACY_DEFINITION if legacy else rejection_rows.DEFINITION
+    return {
+        "definition": words.replace("*", "").replace("`", ""),  # Markdown marks, on a page
+        "tables": [
+            {
+                "header": rejection_rows.header(blocks, first),
+                "rows": rejection_rows.rows(blocks, label),
+            }
+            for first, blocks, label in tables
+        ],
+    }
 
 
 def _domain_tables(summary: Summary) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ RATE_SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("by_particle", "Acceptance by particle type", "particle type"),
     ("by_boundary", "Acceptance by boundary relation", "token against morpheme boundaries"),
     ("by_bpe_rank", "Acceptance by BPE rank", "BPE rank of the emitted token"),
+    ("by_byte_length", "Acceptance by token byte length", "UTF-8 bytes of the emitted token"),
     ("by_confidence", "Acceptance by the target's confidence", "target top-1 probability"),
 )
 # Per-run charts of acceptance by draft position (never pooled across runs).
@@ -69,6 +70,8 @@ def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -
     groups = first_seen(r["group"] for r in rows)
     if key.startswith("by_position"):
         groups.sort(key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
+    if key == "by_byte_length":  # buckets "1", ..., "10-12", ">=13": by their lower bound
+        groups.sort(key=lambda g: int(g.lstrip(">=").split("-")[0]))
     return _rate_spec(rows, groups, languages(summary), title + scope_words(summary), x_title)
 
 

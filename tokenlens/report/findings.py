@@ -98,6 +98,8 @@ def context(
         "measured": findings_runs.measured(s, checks),
         "verdicts": findings_verdicts.verdicts(s),
         "positions": findings_runs.positions(s),
+        "text_per_step": findings_runs.text_per_step(s),
+        "byte_length": findings_runs.byte_length(s),
         "acceptance": findings_runs.acceptance(s),
         "gap": findings_gap.gap(s),
         "classes": findings_gap.classes(s),

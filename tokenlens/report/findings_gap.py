@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenlens import format as fmt
+from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_figures import DomainGap, Heterogeneity, Split, Support
 from tokenlens.analysis.summary_file import Family, Summary
 from tokenlens.analysis.tables import COLUMN_WORDS
@@ -30,7 +31,6 @@ DECOMPOSITIONS: tuple[tuple[str, str], ...] = (
     ("rank_bucket", "BPE rank"),
 )
 TOP_CLASSES = 8  # exploratory classes shown (the rest are in summary.json)
-REJECTION_KINDS = ("split", "text", "draft_partial", "emitted_partial")
 
 
 def short_gaps(s: Summary) -> list[dict[str, str]]:
@@ -171,47 +171,61 @@ def explore(s: Summary) -> dict[str, Any] | None:
     }
 
 
-def short_rejections(s: Summary) -> list[dict[str, str]]:
-    """ "In short": the split share per language where both languages have one."""
+def short_rejections(s: Summary) -> list[dict[str, Any]]:
+    """ "In short": the re-segmentation share per language and family where both
+    languages have one, a lower bound where the family's continuation is unknown (an
+    older file: its looser ``split`` share, said so)."""
     lines = []
     for name, fam in s.rejections.items():
-        split = fam.shares.get("split") or {}
-        if all(lang in split for lang in fmt.LANG_ORDER):
-            lines.append(
-                {
-                    "family": family_words(name),
-                    "shares": ", ".join(
-                        f"{fmt.lang_name(lang)} {fmt.interval(split[lang], 'share', 'share')}"
-                        for lang in fmt.LANG_ORDER
-                    ),
-                    "gap": fmt.interval(fam.split_gap, "pp"),
-                }
-            )
+        legacy = fam.legacy
+        shares = rejection_rows.short_shares(fam, "split" if legacy else "resegmentation")
+        if shares is None:
+            continue
+        open_runs = rejection_rows.open_runs(s.rejection_runs, name)
+        lines.append(
+            {
+                "family": family_words(name),
+                "legacy": legacy,
+                "shares": shares,
+                "gap": fmt.interval(rejection_rows.gap(fam), "pp"),
+                "open": ", ".join(open_runs),
+                "prefix_open": rejection_rows.short_shares(fam, "prefix_open") or "",
+                "whitespace": rejection_rows.short_shares(fam, "resegmentation_whitespace") or "",
+            }
+        )
     return lines
 
 
 def rejections(s: Summary) -> dict[str, Any]:
-    """Rejections by kind per family and language, and each family's split-share gap."""
-    rows = []
-    for name, fam in s.rejections.items():
-        for lang in fmt.lang_order(fam.rejections):
-            rows.append(
-                [
-                    family_words(name),
-                    fmt.lang_name(lang),
-                    fmt.md(fam.rejections.get(lang)),
-                    *(
-                        fmt.interval(fam.shares.get(kind, {}).get(lang), "share", "share")
-                        for kind in REJECTION_KINDS
-                    ),
-                    fmt.md(fam.unknown.get(lang, 0)),
-                ]
-            )
-    gaps = [
-        (family_words(name), fmt.interval(fam.split_gap, "pp"))
-        for name, fam in s.rejections.items()
-    ]
-    return {"rows": rows, "gaps": gaps}
+    """Rejections by kind per family and language and per run, and each family's
+    JA − EN difference of the re-segmentation share."""
+    fams = s.rejections
+    if not fams:
+        return {"families": None, "runs": None, "gaps": []}
+    legacy = all(b.legacy for b in fams.values())
+
+    def family_label(name: str, _block: Any) -> str:
+        return family_words(name)
+
+    runs = s.rejection_runs
+    return {
+        "legacy": legacy,
+        "definition": rejection_rows.LEGACY_DEFINITION if legacy else rejection_rows.DEFINITION,
+        "families": {
+            "header": rejection_rows.header(fams, "family"),
+            "rows": rejection_rows.rows(fams, family_label),
+        },
+        "runs": {
+            "header": rejection_rows.header(runs, "run"),
+            "rows": rejection_rows.rows(runs, rejection_rows.run_label),
+        }
+        if runs
+        else None,
+        "gaps": [
+            (family_words(name), fmt.interval(rejection_rows.gap(fam), "pp"))
+            for name, fam in fams.items()
+        ],
+    }
 
 
 def short_domains(s: Summary) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from tokenlens.format import (
     or_missing,
     rate_cell,
 )
+from tokenlens.replay.compare import known_rows
 from tokenlens.signature import parse_signature
 
 # (signature key, what it names), in the order "What was measured" lists them
@@ -109,14 +110,21 @@ def _checks(
     done = {str(c.get("replayed")): c for c in checks or ()}
     lines = []
     for c in done.values():
-        rows, equal = c.get("rows_traced"), c.get("equal_judged")
+        rows = c.get("rows_traced")
+        counts = known_rows(c)
         lines.append(
             {
                 "traced": code(c.get("traced")),
                 "replayed": code(c.get("replayed")),
-                "equal": md(or_missing(equal)),
-                "rows": md(or_missing(rows)),
-                "every_row": rows == equal and c.get("rows_replayed") == rows,
+                "equal": _count(counts["equal_known"]),
+                "known": _count(counts["known"]),
+                "unknown": _count(counts["unknown"]) if counts["unknown"] else "",
+                "unknown_differ": _count(counts["unknown_differ"])
+                if counts["unknown_differ"]
+                else "",
+                "every_row": counts["equal_known"] == counts["known"]
+                and not counts["unknown_differ"]
+                and c.get("rows_replayed") == rows,
                 "differing": md(len(c.get("differing_requests") or [])),
                 "acceptance_traced": num(c.get("acceptance_traced"), "rate"),
                 "acceptance_replayed": num(c.get("acceptance_replayed"), "rate"),
@@ -125,6 +133,11 @@ def _checks(
     checked = {str(c.get("replayed")).rsplit("-k", 1)[0] for c in done.values()}
     methods = sorted({str(r.method) for r in replayed})
     return {"checks": lines, "unchecked": [md(m) for m in methods if m not in checked]}
+
+
+def _count(value: int | None) -> str:
+    """``12,035``, or the missing mark."""
+    return f"{value:,}" if value is not None else md(or_missing(value))
 
 
 def _requests(rate: Rate | None) -> int | None:
@@ -198,6 +211,7 @@ def acceptance(s: Summary) -> dict[str, Any]:
                 md(or_missing(judged.n if judged is not None else None)),
                 interval(text.get("accepted_tokens"), "per_step"),
                 interval(text.get("accepted_chars"), "per_step"),
+                interval(text.get("accepted_bytes"), "per_step"),
             ]
         )
     return {
@@ -247,3 +261,45 @@ def positions(s: Summary) -> dict[str, Any]:
                 cells.append(f"{num(unc.rate, 'rate')} ({num(c.rate if c else None, 'rate')})")
             rows.append([code(run.label, table=True), md(run.k), lang_name(lang), *cells])
     return {"header": ["run", "k", "language", *(f"p{p}" for p in range(width))], "rows": rows}
+
+
+def text_per_step(s: Summary) -> dict[str, Any]:
+    """Accepted tokens, characters and UTF-8 bytes per verification step, per run and
+    language (they depend on k: never pooled)."""
+    rows = []
+    for run in s.runs:
+        for lang in lang_order(run.text_per_step):
+            text = run.text_per_step[lang]
+            rows.append(
+                [
+                    code(run.label, table=True),
+                    md(run.k),
+                    lang_name(lang),
+                    *(
+                        interval(text.get(key), "per_step")
+                        for key in ("accepted_tokens", "accepted_chars", "accepted_bytes")
+                    ),
+                ]
+            )
+    return {"rows": rows}
+
+
+def byte_length(s: Summary) -> list[dict[str, Any]]:
+    """Judged-position acceptance by the emitted token's byte length, per family: a row
+    per bucket, Japanese beside English."""
+    out = []
+    for name, fam in s.byte_length.items():
+        langs = lang_order(fam.rates)
+        groups = list(dict.fromkeys(g for lang in langs for g in fam.rates[lang]))
+        out.append(
+            {
+                "family": family_words(name),
+                "configurations": md(runs_phrase(fam.configurations)),
+                "header": ["bytes", *(lang_name(lang) for lang in langs)],
+                "rows": [
+                    [md(g), *(rate_cell(fam.rates[lang].get(g), count=True) for lang in langs)]
+                    for g in groups
+                ],
+            }
+        )
+    return out
