@@ -137,7 +137,7 @@ def per_k(
         mask = ks == k
         sub = frame.loc[mask].reset_index(drop=True)
         sub_rs = rs.restricted(mask)
-        parts = compute_parts(sub, sub_rs, support)
+        parts = compute_parts(sub, sub_rs, support, rules.control_range)
         decided = decide(sub, sub_rs, rules, parts)
         entry: dict[str, Any] = {"runs": sorted(set(sub["run"].astype(str)))}
         for name in ("H1", "H2"):

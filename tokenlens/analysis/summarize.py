@@ -85,7 +85,7 @@ def summarize(
         decision_level=rules.decision_level,
     )
     judged = row_mask(frame, "judged")
-    parts = compute_parts(frame, rs, config.support)
+    parts = compute_parts(frame, rs, config.support, rules.control_range)
     fams = families(frame)
     scope_name = TRAINED if TRAINED in fams else FREE
     scope = fams.get(scope_name, np.ones(len(frame), dtype=bool))

@@ -48,6 +48,7 @@ from tokenlens.analysis.decompose import (
 from tokenlens.analysis.gap import gap
 from tokenlens.analysis.power import effect_power, power_conjunction
 from tokenlens.analysis.rules import (
+    CONTROL_RANGE,
     DECISION_KEYS,
     FREE,
     INCONCLUSIVE,
@@ -58,8 +59,10 @@ from tokenlens.analysis.rules import (
     TRAINED,
     YES,
     Rules,
+    apply_control,
     combine,
     conjoin,
+    control_holds,
     decision_bounds,
     tri,
     verdict_of,
@@ -82,7 +85,8 @@ def rules_identity(rules: Rules, support: Support) -> str:
     the confidence bins and the code of the rules themselves (comments and docstrings
     aside). Recorded in the analysis signature (``rules:``): two analyses with the same
     hash read their figures by the same rules."""
-    code = [code_text(inspect.getsource(fn)) for fn in (tri, combine, conjoin, verdict_of, _rule)]
+    rules_code = (tri, combine, conjoin, verdict_of, _rule, control_holds, apply_control)
+    code = [code_text(inspect.getsource(fn)) for fn in rules_code]
     text = json.dumps(
         {
             "rules": rules.to_json(),
@@ -171,8 +175,11 @@ class Parts:
     df: int
 
 
-def compute_parts(frame: pd.DataFrame, rs: Resampler, support: Support) -> Parts:
-    """Per family: judged gap and three-way split by confidence; the H2 contrast."""
+def compute_parts(
+    frame: pd.DataFrame, rs: Resampler, support: Support, control_range: float = CONTROL_RANGE
+) -> Parts:
+    """Per family: judged gap and three-way split by confidence; the H2 contrast, its
+    difference read only where the control holds (:func:`apply_control`)."""
     judged = row_mask(frame, "judged")
     fams = families(frame)
     top1 = frame["top1_prob"].to_numpy(dtype=np.float64) if "top1_prob" in frame else None
@@ -201,6 +208,7 @@ def compute_parts(frame: pd.DataFrame, rs: Resampler, support: Support) -> Parts
     if TRAINED in fams and FREE in fams and has_pair(frame, judged):
         contrast = did(frame, rs, codes, labels, conf_rows, fams[TRAINED], support)
         contrast["bins"] = labels
+        apply_control(contrast, control_range)
     g, h = rs.design(judged)
     return Parts(out, contrast, prompts_per_lang(frame), int(conf_rows.sum()), max(g - h, 0))
 
@@ -389,6 +397,11 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         ],
     )
     correlation = (parts.contrast.get("correlation") or {}).get("difference_within_trained")
+    control = parts.contrast.get("control") or {}
+    power = power_conjunction(effect, check, correlation, parts.df, rules, n)
+    if control.get("reason"):
+        text += " The effect is not read: the verdict follows from the check alone."
+        power = {"not_estimable": control["reason"], "rule": "conjunction"}
     return _verdict(
         verdict,
         effect,
@@ -398,7 +411,8 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         "trained minus training-free drafters",
         reading=reading,
         check=_check(check, check_reading, "within-confidence gap, trained drafters"),
-        power=power_conjunction(effect, check, correlation, parts.df, rules, n),
+        power=power,
+        control=control or None,
         caveat=H2_CAVEAT + " " + CONFIDENCE_CAVEAT,
         scope=scope,
         statement=statement,
