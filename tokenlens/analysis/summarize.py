@@ -37,6 +37,8 @@ from tokenlens.analysis.rejections import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, speed_model
+from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
+from tokenlens.analysis.standardise import length_split, length_standardised
 from tokenlens.analysis.verdicts import (
     compute_parts,
     configurations,
@@ -87,6 +89,11 @@ def summarize(
     judged = row_mask(frame, "judged")
     parts = compute_parts(frame, rs, config.support, rules.control_range)
     fams = families(frame)
+    for name, block in parts.families.items():
+        if "gap_judged" in block:  # beside the judged gap, and read by the sensitivity
+            block["gap_length_standardised"] = length_standardised(
+                frame, rs, judged & fams[name], config.support
+            )
     scope_name = TRAINED if TRAINED in fams else FREE
     scope = fams.get(scope_name, np.ones(len(frame), dtype=bool))
     configs = configurations(frame, scope)
@@ -232,6 +239,9 @@ def _gap_section(
             dec = decompose(frame, rs, codes, labels, rows, config.support, column)
             if dec is not None:
                 section["decomposition"][column] = dec
+    by_length = length_split(frame, rs, rows, config.support)
+    if by_length is not None:
+        section["decomposition"][LENGTH_COLUMN] = by_length
     section["explore"] = class_differences(
         frame, rs, fams, judged, config.support, config.min_count
     )
