@@ -176,9 +176,7 @@ def _truth(args: tuple[str, int, str]) -> tuple[str, dict[str, dict[str, float |
     }
     if design == "k3":
         # the population's first chunk (tokenlens.testing.truth._chunks seeds it so)
-        study = simulate_study(
-            sc, min(pairs, CROSSCHECK_PAIRS), seed=POPULATION_SEED * 1_000_003
-        )
+        study = simulate_study(sc, min(pairs, CROSSCHECK_PAIRS), seed=POPULATION_SEED * 1_000_003)
         summary = estimator.analyze(study, 10, seed=0)
         est = estimator.key_estimates(summary)
         values = {n: est[n]["value"] for n in ESTIMANDS}

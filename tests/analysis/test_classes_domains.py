@@ -9,10 +9,10 @@ import pytest
 
 from tokenlens.analysis.bootstrap import Resampler
 from tokenlens.analysis.classes import COMPARED, ONLY_JA, PER_LANGUAGE, class_gaps, holm
+from tokenlens.analysis.comparable import not_comparable
 from tokenlens.analysis.decompose import Support
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.gap import gap
-from tokenlens.analysis.comparable import not_comparable
 from tokenlens.analysis.rules import NO, YES, Rules
 from tokenlens.analysis.verdicts import families
 from tokenlens.testing import SCENARIOS, simulate_study

@@ -58,7 +58,7 @@ DECLARED_WHEN = (
     "The breakdowns and their families of comparisons entered the code on 2 December "
     "2026 (commit bd8932b), after the first full study's report of 1 December (499e4be) "
     "had shown its exploratory search, whose two largest trained-drafter differences were "
-    "`spans` (-22.2 pp) and `mixed` (-19.9 pp): they were not declared before the data."
+    "spans (-22.2 pp) and mixed (-19.9 pp): they were not declared before the data."
 )
 COMPARED, ONLY_JA, ONLY_EN, SPARSE = "compared", "only_ja", "only_en", "sparse"
 PER_LANGUAGE = "per_language"  # both languages fill it, with different kinds of token
@@ -194,7 +194,7 @@ def class_table(
             entry["shared_tokens"] = shared_token_share(frame, rows, column, label)
         if marks[c] == PER_LANGUAGE:
             entry["not_contrasted"] = (
-                f"not contrasted: its tokens differ in kind across languages ({not_comparable(column, label)})"
+                f"its tokens differ in kind across languages: {not_comparable(column, label)}"
             )
         if marks[c] == COMPARED:
             j = compared.index(c)

@@ -48,20 +48,20 @@ PER_LANGUAGE: Mapping[str, Mapping[str, str]] = MappingProxyType(
     {
         "script": MappingProxyType(
             {
-                "mixed": "English mixed-script tokens are code identifiers (`.id`, `_id`, "
-                "`(path`), Japanese ones kanji+kana words (向け, 以下の, 的な)",
+                "mixed": "English mixed-script tokens are code identifiers (.id, _id, "
+                "(path), Japanese ones kanji+kana words (向け, 以下の, 的な)",
                 "latin": "Latin tokens in Japanese output are code and English terms inside "
-                "Japanese text (`AI`, `python`, ` retries`), in English output the prose "
-                "itself (` the`, ` and`, ` a`)",
+                "Japanese text (AI, python,  retries), in English output the prose "
+                "itself ( the,  and,  a)",
             }
         ),
         "boundary": MappingProxyType(
             {
                 "spans": "English tokens over several words are mostly Markdown and code "
-                "punctuation (` **`, `**:`, `###`, fences), Japanese tokens over several "
+                "punctuation ( **, **:, ###, fences), Japanese tokens over several "
                 "morphemes multi-morpheme words (します, してください, により)",
-                "crosses": "English tokens across a word boundary are code fragments (`-t`, "
-                "`.pref`, `_re`), Japanese ones pieces of verb and particle chains "
+                "crosses": "English tokens across a word boundary are code fragments (-t, "
+                ".pref, _re), Japanese ones pieces of verb and particle chains "
                 "(ることができます, 日に, 内の)",
             }
         ),
