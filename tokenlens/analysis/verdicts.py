@@ -48,7 +48,6 @@ from tokenlens.analysis.decompose import (
 from tokenlens.analysis.gap import gap
 from tokenlens.analysis.power import effect_power, power_conjunction
 from tokenlens.analysis.rules import (
-    CONTROL_RANGE,
     DECISION_KEYS,
     FREE,
     INCONCLUSIVE,
@@ -85,8 +84,8 @@ def rules_identity(rules: Rules, support: Support) -> str:
     the confidence bins and the code of the rules themselves (comments and docstrings
     aside). Recorded in the analysis signature (``rules:``): two analyses with the same
     hash read their figures by the same rules."""
-    rules_code = (tri, combine, conjoin, verdict_of, _rule, control_holds, apply_control)
-    code = [code_text(inspect.getsource(fn)) for fn in rules_code]
+    fns = (tri, combine, conjoin, verdict_of, _rule, control_holds, apply_control)
+    code = [code_text(inspect.getsource(fn)) for fn in fns]
     text = json.dumps(
         {
             "rules": rules.to_json(),
@@ -176,10 +175,9 @@ class Parts:
 
 
 def compute_parts(
-    frame: pd.DataFrame, rs: Resampler, support: Support, control_range: float = CONTROL_RANGE
+    frame: pd.DataFrame, rs: Resampler, support: Support, control_range: float = Rules.control_range
 ) -> Parts:
-    """Per family: judged gap and three-way split by confidence; the H2 contrast, its
-    difference read only where the control holds (:func:`apply_control`)."""
+    """Per family: judged gap and split by confidence; the H2 contrast (:func:`apply_control`)."""
     judged = row_mask(frame, "judged")
     fams = families(frame)
     top1 = frame["top1_prob"].to_numpy(dtype=np.float64) if "top1_prob" in frame else None
@@ -397,11 +395,11 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         ],
     )
     correlation = (parts.contrast.get("correlation") or {}).get("difference_within_trained")
-    control = parts.contrast.get("control") or {}
-    power = power_conjunction(effect, check, correlation, parts.df, rules, n)
-    if control.get("reason"):
+    control, power = parts.contrast.get("control") or {}, None
+    if control.get("reason"):  # the effect is not read (rules.apply_control)
         text += " The effect is not read: the verdict follows from the check alone."
         power = {"not_estimable": control["reason"], "rule": "conjunction"}
+    power = power or power_conjunction(effect, check, correlation, parts.df, rules, n)
     return _verdict(
         verdict,
         effect,

@@ -84,6 +84,7 @@ def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
     power = None
     if h.power is not None and h.power.mde is not None:
         power = {
+            "not_estimable": "",
             "mde": qty(-float(h.power.mde), "pp"),
             "rule": md(h.power.rule) if h.power.rule else "",
             "at": "; ".join(
