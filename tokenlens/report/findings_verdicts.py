@@ -94,7 +94,7 @@ def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
             ),
         }
     elif h.power is not None and h.power.not_estimable and h.control and h.control.reason:
-        power = {"not_estimable": "not estimable: the effect is not read (Control below)"}
+        power = {"not_estimable": "not estimable: the effect is not read (Control above)"}
     return {
         "key": key,
         "name": name,
