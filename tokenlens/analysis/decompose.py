@@ -6,8 +6,9 @@ acceptance of a language in a class, the gap of judged acceptance splits as (Ño
     gap = r_ja − r_en = composition + within + out_of_support
 
 - The *support* S holds the classes that both languages fill (at least ``min_rows``
-  judged rows from at least ``min_prompts`` prompts each). Only there can the two
-  languages be compared class by class.
+  judged rows from at least ``min_prompts`` prompts each) with the same kind of token
+  (:mod:`tokenlens.analysis.comparable`: ``spans``, ``mixed`` and the like are not). Only there
+  can the two languages be compared class by class.
 - With v the shares of a language's in-support rows (renormalised within S):
       composition = Σ_S (v_ja,c − v_en,c) · (r_ja,c + r_en,c)/2
       within      = Σ_S (v_ja,c + v_en,c)/2 · (r_ja,c − r_en,c)
@@ -47,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, as_float, missing
+from tokenlens.analysis.comparable import not_comparable
 from tokenlens.arrays import F64, I64, Mask
 
 JA, EN = "ja", "en"
@@ -137,11 +139,14 @@ def decompose(
     cell = np.where(keep, code * k + codes, -1)
     num, den, prompts = _totals(frame, rs, cell, 2 * k, keep)
     n_ja, n_en = den.point[:k], den.point[k:]
+    # a class whose tokens differ in kind across languages is not common support
+    alike = np.array([not_comparable(column, label) is None for label in labels], dtype=bool)
     shared = (
         (n_ja >= support.min_rows)
         & (n_en >= support.min_rows)
         & (prompts[:k] >= support.min_prompts)
         & (prompts[k:] >= support.min_prompts)
+        & alike
     )
     share_ja = float(n_ja[shared].sum() / n_ja.sum())
     share_en = float(n_en[shared].sum() / n_en.sum())

@@ -27,6 +27,12 @@ prompt pair) and answers the question asked: do the domains differ more than ran
 groupings of the same pairs would? The spread itself is reported descriptively
 (``spread``: the weighted SD of the domain gaps, next to ``chance_spread``, its median
 under the permutations).
+
+Cross-lingual domains (prompts tagged ``tags.direction``: translation, where the
+Japanese prompts translate English sources into Japanese, ``en-ja``, and the English
+prompts Japanese sources into English, ``ja-en``) carry their ``direction`` per
+language: there the two outputs of a pair are not written from the same source, so
+the test is also given without them (``heterogeneity_without_cross_lingual``).
 """
 
 from __future__ import annotations
@@ -126,7 +132,11 @@ def _family(
             or (pooled_reading == YES and point[d] > -rules.delta)
         ):
             concerns.append(note)
-    return {
+    cross = _directions(frame, keep, code, dcode, labels)
+    for label, ways in cross.items():
+        if label in domains:
+            domains[label]["direction"] = ways
+    out = {
         "adjusted_level": adjusted,
         "domains": domains,
         "pooled": pooled,
@@ -135,6 +145,35 @@ def _family(
         "concerns": concerns,
         "heterogeneity": heterogeneity(frame, rs, keep, code, dcode, n_d, seed),
     }
+    if cross:
+        # the cross-lingual domains are the only ones whose Japanese and English outputs
+        # are not written from the same source: the test without them too
+        left_out = sorted(cross)
+        same_source = keep & ~np.isin(dcode, [labels.index(x) for x in left_out])
+        out["heterogeneity_without_cross_lingual"] = {
+            "left_out": left_out,
+            **heterogeneity(frame, rs, same_source, code, dcode, n_d, seed),
+        }
+    return out
+
+
+def _directions(
+    frame: pd.DataFrame, keep: Mask, code: I64, dcode: I64, labels: list[str]
+) -> dict[str, dict[str, str]]:
+    """``{domain: {lang: direction}}`` for the domains whose prompts carry
+    ``tags.direction`` (cross-lingual: each language's output translates the other
+    language's source, e.g. ja: ``en-ja``, en: ``ja-en``)."""
+    if "direction" not in frame:
+        return {}
+    direction = frame["direction"].astype(str).to_numpy()
+    tagged = keep & frame["direction"].notna().to_numpy()
+    out: dict[str, dict[str, str]] = {}
+    for d, label in enumerate(labels):
+        for li, lang in enumerate(("ja", "en")):
+            found = sorted(set(direction[tagged & (dcode == d) & (code == li)]))
+            if found:
+                out.setdefault(label, {})[lang] = "+".join(found)
+    return out
 
 
 def _statistic(a_ja: F64, n_ja: F64, a_en: F64, n_en: F64) -> tuple[F64, F64]:

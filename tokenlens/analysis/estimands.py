@@ -51,6 +51,10 @@ def key_estimates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
         for part in ("composition", "within", "out_of_support"):
             out[f"{part}_{suffix}"] = _flat(dec.get(part))
     contrast = summary.get("h2_contrast") or {}
-    out["h2_did"] = _flat(contrast.get("difference"))
+    difference = contrast.get("difference") or {}
+    # the estimand as computed, also where the control check refuses to read it ...
+    out["h2_did"] = _flat(difference.get("unchecked") or difference)
+    # ... and as H2's rule reads it (null outside the control's range)
+    out["h2_did_read"] = _flat(difference)
     out["h2_within_trained"] = _flat(contrast.get("within_trained"))
     return out

@@ -6,7 +6,8 @@ plain 95% intervals overstates what was found. So every class difference here ca
 a Holm-adjusted p-value (family-wise error over all comparisons listed, which is valid
 under any dependence between them) and a Bonferroni interval at level 1 − 0.05/m, the
 simultaneous interval that matches Holm's first step. Both are labelled exploratory:
-the verdicts never read them.
+the verdicts never read them. Classes whose tokens differ in kind across languages
+(:mod:`tokenlens.analysis.comparable`) are not searched.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 
 from tokenlens.analysis.bootstrap import LEVEL, Resampler, as_float, interval
 from tokenlens.analysis.classes import differences, holm, p_values
+from tokenlens.analysis.comparable import not_comparable
 from tokenlens.analysis.decompose import Support
 from tokenlens.arrays import Mask
 
@@ -47,6 +49,7 @@ def class_differences(
                 if (
                     min(d.rows_ja[c], d.rows_en[c]) < min_count
                     or min(d.prompts_ja[c], d.prompts_en[c]) < support.min_prompts
+                    or not_comparable(column, label)  # differs in kind (.comparable)
                 ):
                     continue
                 found.append(

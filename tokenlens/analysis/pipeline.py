@@ -113,6 +113,9 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     frame["family"] = frame["method"].map(families).astype("category")
     if domains is not None:
         frame["domain"] = pd.Categorical(frame["prompt_id"].astype(str).map(domains))
+        directions = _prompt_directions(config)
+        if directions:  # cross-lingual prompts (translation): tags.direction, e.g. en-ja
+            frame["direction"] = pd.Categorical(frame["prompt_id"].astype(str).map(directions))
     if frame.empty:
         raise TokenlensError("the runs hold no draft events (was speculative decoding on?)")
     progress.stage("statistics")
@@ -204,6 +207,20 @@ def _prompt_domains(config: AnalyzeConfig) -> dict[str, str] | None:
                 f"({len(missing)} prompts without one)"
             )
     return domain
+
+
+def _prompt_directions(config: AnalyzeConfig) -> dict[str, str]:
+    """``{prompt_id: tags.direction}`` of ``config.prompts`` (source-target languages of
+    a cross-lingual prompt, e.g. ``en-ja``: translate English into Japanese)."""
+    from tokenlens.prompts import read_prompts
+
+    assert config.prompts is not None
+    out = {}
+    for prompt in read_prompts(config.prompts):
+        tags = prompt.tags if isinstance(prompt.tags, dict) else {}
+        if isinstance(tags.get("direction"), str):
+            out[prompt.id] = tags["direction"]
+    return out
 
 
 def _draft_costs(config: AnalyzeConfig, methods: set[str]) -> dict[str, tuple[float, str]]:

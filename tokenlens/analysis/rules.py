@@ -35,6 +35,16 @@ NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT = "no_japanese_deficit", "inconclusive", 
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, NO_DEFICIT, INCONCLUSIVE, INSUFFICIENT)
 YES, NO, UNSURE, NA = "yes", "no", "unsure", "n/a"
 POWER = 0.80
+CONTROL_RANGE = 0.06
+"""H2's control is read only while the training-free drafter's within-confidence
+Japanese gap (the measured violation of parallel trends: with no training data to lack,
+it is what the control adds to the difference in differences) stays within ±6 pp: the
+largest violations the verdict benchmark planted and measured the rule under
+(``h2_ngram-6`` … ``h2_ngram+6``, ``null_ngram+6``; docs/bench_verdicts.md)."""
+CONTROL_SOURCE = (
+    "docs/bench_verdicts.md: the largest parallel-trends violations the verdict benchmark "
+    "planted and measured the rule under (h2_ngram-6 to h2_ngram+6, null_ngram+6)"
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,7 @@ class Rules:
     min_prompts: int = 30
     power_effects: tuple[float, ...] = (0.05, 0.10)
     alpha: float = (1.0 - DECISION_LEVEL) / 2.0
+    control_range: float = CONTROL_RANGE
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 0.5:
@@ -63,6 +74,7 @@ class Rules:
             "min_prompts": self.min_prompts,
             "power": POWER,
             "power_effects": list(self.power_effects),
+            "control_range": self.control_range,
         }
 
 
@@ -118,6 +130,61 @@ def conjoin(effect: str, check: str) -> str:
     if check == NO or (effect == NO and check != YES):
         return NOT_SUPPORTED
     return INCONCLUSIVE
+
+
+def control_holds(violation: Mapping[str, Any] | None, bound: float) -> str | None:
+    """None when H2's control may be read: the training-free drafter's within-confidence
+    gap (``violation``, the measured violation of parallel trends) lies inside
+    ±``bound``; else why not, with the measured violation and its decision interval.
+
+    The point estimate decides, not the whole interval: at 30 prompts per language the
+    control's decision interval is about ±4.5 pp wide, so asking it to lie inside ±6 pp
+    would refuse the control in many studies where parallel trends hold. A violation
+    the data cannot estimate leaves the control unchecked, and so unread."""
+    if violation is None or violation.get("value") is None:
+        return "the control's assumption cannot be checked here: its violation is not estimable"
+    value = float(violation["value"])
+    if abs(value) <= bound:
+        return None
+    lo, hi = decision_bounds(dict(violation))
+    within = (
+        f" (decision interval {100 * float(lo):+.1f} to {100 * float(hi):+.1f} pp)"
+        if lo is not None and hi is not None
+        else ""
+    )
+    return (
+        "the control's assumption does not hold here: the training-free drafter's "
+        f"within-confidence gap is {100 * value:+.1f} pp{within}, outside ±{100 * bound:g} pp, "
+        "the range where the verdict benchmark measured the control"
+    )
+
+
+def apply_control(contrast: dict[str, Any], bound: float) -> dict[str, Any]:
+    """The H2 contrast with its difference read only where the control holds
+    (:func:`control_holds`): ``control`` records the range, where it comes from, the
+    measured violation and the reason; outside the range ``difference`` is null with
+    that reason, its computed value kept under ``unchecked``."""
+    violation = contrast.get("within_training_free")
+    difference = contrast.get("difference") or {}
+    reason = control_holds(violation, bound)
+    contrast["control"] = {
+        "range": bound,
+        "source": CONTROL_SOURCE,
+        "violation": (violation or {}).get("value"),
+        "holds": reason is None,
+        "reason": reason,
+    }
+    if reason is not None and difference.get("value") is not None:
+        contrast["difference"] = {
+            "value": None,
+            "ci_low": None,
+            "ci_high": None,
+            "n": difference.get("n"),
+            "not_estimable": reason,
+            "violation": (violation or {}).get("value"),
+            "unchecked": difference,
+        }
+    return contrast
 
 
 DECISION_KEYS = ("decision_low", "decision_high")

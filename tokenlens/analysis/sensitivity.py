@@ -12,6 +12,9 @@ verdict in summary.json carries (``hypotheses.H*.sensitivity``):
   tokens instead of the judged positions (the rate vLLM reports; the positions after a
   step's first rejection were never compared with the target, which is why the rule
   reads judged positions);
+- ``length_standardised``: the verdict when the no-deficit gate reads the judged gap
+  standardised by token byte length (:mod:`tokenlens.analysis.standardise`: Japanese
+  tokens are shorter, and acceptance falls with length in both languages);
 - ``per_k``: the verdict of each k alone (the runs with that k, as ``tokenlens analyze``
   on them would give it, with the same bootstrap replicates), judged and all-token;
 - ``previous_rule``: the verdict under the first rules' reading, the 95% interval
@@ -68,6 +71,7 @@ def figures(parts: Parts, hypothesis: str) -> dict[str, Any]:
     return {
         "gate": block.get("gap_judged"),
         "gate_all": block.get("gap_all"),
+        "gate_length": block.get("gap_length_standardised"),
         "effect": effect,
         "check": check,
         "both": both,
@@ -137,7 +141,7 @@ def per_k(
         mask = ks == k
         sub = frame.loc[mask].reset_index(drop=True)
         sub_rs = rs.restricted(mask)
-        parts = compute_parts(sub, sub_rs, support)
+        parts = compute_parts(sub, sub_rs, support, rules.control_range)
         decided = decide(sub, sub_rs, rules, parts)
         entry: dict[str, Any] = {"runs": sorted(set(sub["run"].astype(str)))}
         for name in ("H1", "H2"):
@@ -158,6 +162,17 @@ def per_k(
             }
         out[str(k)] = entry
     return out
+
+
+def _length(f: Mapping[str, Any], rules: Rules) -> dict[str, Any]:
+    """The verdict with the no-deficit gate on the length-standardised gap (null, with
+    the reason, where that gap is not estimable)."""
+    gate = f["gate_length"]
+    if gate is None or gate.get("value") is None:
+        why = (gate or {}).get("not_estimable") or "no length-standardised gap"
+        return {"verdict": None, "not_estimable": why, "gap": _figure(gate)}
+    verdict = verdict_of(gate, f["effect"], f["check"], rules.delta, f["both"])
+    return {"verdict": verdict, "gap": _figure(gate)}
 
 
 def add_sensitivity(
@@ -183,6 +198,7 @@ def add_sensitivity(
                 ),
                 "gap": _figure(f["gate_all"]),
             },
+            "length_standardised": _length(f, rules),
             "per_k": {k: entry[name] | {"runs": entry["runs"]} for k, entry in ks.items()},
             "previous_rule": {
                 "verdict": verdict_of(

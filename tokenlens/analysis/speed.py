@@ -156,3 +156,23 @@ def speed_model(
             "--draft-cost C to get a recommended k"
         )
     return out
+
+
+def margin_in_speed(rate: float, k: int, delta: float) -> dict[str, Any]:
+    """The margin δ in speed terms: what acceptance ``delta`` lower than ``rate`` costs
+    at ``k`` by the i.i.d. formula (Leviathan et al.), ``rate`` the judged rate (the
+    model's MLE). Tokens per step at both rates, their difference, and the relative
+    change of speed, tokens/step(rate − δ) / tokens/step(rate) − 1: at equal k the
+    draft cost c divides both alike, so it is also the change of the modelled speedup
+    whatever c is."""
+    at = iid_tokens_per_step(rate, k)
+    below = iid_tokens_per_step(max(rate - delta, 0.0), k)
+    return {
+        "k": k,
+        "acceptance": rate,
+        "delta": delta,
+        "tokens_per_step": at,
+        "tokens_per_step_at_minus_delta": below,
+        "difference": below - at,
+        "relative_speed": below / at - 1.0,
+    }

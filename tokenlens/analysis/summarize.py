@@ -36,7 +36,9 @@ from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.rejection_summary import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
-from tokenlens.analysis.speed import default_cost, speed_model
+from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
+from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
+from tokenlens.analysis.standardise import length_split, length_standardised
 from tokenlens.analysis.verdicts import (
     compute_parts,
     configurations,
@@ -86,8 +88,13 @@ def summarize(
         decision_level=rules.decision_level,
     )
     judged = row_mask(frame, "judged")
-    parts = compute_parts(frame, rs, config.support)
+    parts = compute_parts(frame, rs, config.support, rules.control_range)
     fams = families(frame)
+    for name, block in parts.families.items():
+        if "gap_judged" in block:  # beside the judged gap, and read by the sensitivity
+            block["gap_length_standardised"] = length_standardised(
+                frame, rs, judged & fams[name], config.support
+            )
     scope_name = TRAINED if TRAINED in fams else FREE
     scope = fams.get(scope_name, np.ones(len(frame), dtype=bool))
     configs = configurations(frame, scope)
@@ -124,6 +131,8 @@ def summarize(
     out["by_position_conditional"] = conditional
     out["text_per_step"] = text_per_step(frame, rs, scope)
     out["families"] = parts.families
+    out["acceptance_per_k"] = acceptance_per_k(frame, rs, fams, config.min_count)
+    label_pooled(out, frame, fams, scope_name)
     out["h2_contrast"] = parts.contrast
     out["gap"] = _gap_section(frame, rs, judged, config)
     out["hypotheses"] = refuse_unvouched(decide(frame, rs, rules, parts), infos)
@@ -150,7 +159,81 @@ def summarize(
     out["runs"] = [
         _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
+    out["margin_in_speed"] = _margin_in_speed(out["runs"], rules.delta, config.method_families)
     return out
+
+
+def _margin_in_speed(
+    runs: Sequence[Mapping[str, Any]], delta: float, declared: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """δ in speed terms per drafter family and k (:func:`margin_in_speed`), at the
+    English judged rate of the runs of that k (the reference a Japanese deficit is
+    measured from)."""
+    out: dict[str, Any] = {
+        "basis": "English judged acceptance of the runs at each k; tokens per step by the "
+        "i.i.d. formula (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023)",
+        "families": {},
+    }
+    seen: dict[tuple[str, int], list[float]] = {}
+    for run in runs:
+        rate = ((run.get("acceptance_judged") or {}).get("en") or {}).get("rate")
+        if rate is None:
+            continue
+        family = family_of(run["method"], declared)
+        seen.setdefault((family, int(run["k"])), []).append(float(rate))
+    for (family, k), values in sorted(seen.items()):
+        out["families"].setdefault(family, {})[str(k)] = margin_in_speed(
+            float(np.mean(values)), k, delta
+        )
+    return out
+
+
+def acceptance_per_k(
+    frame: pd.DataFrame, rs: Resampler, fams: Mapping[str, Any], min_count: int
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """vLLM's rate per drafter family and k: ``{family: {k: {lang: rate}}}`` (the
+    pooled ``acceptance`` split, so that no reader has to take a rate over k = 1..5)."""
+    ks = frame["k"].to_numpy() if "k" in frame else np.zeros(len(frame), dtype=np.int64)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, mask in fams.items():
+        out[name] = {
+            str(k): per_lang(frame, rs, mask & (ks == k), min_count)
+            for k in sorted({int(x) for x in ks[mask]})
+        }
+    return out
+
+
+def label_pooled(
+    out: dict[str, Any], frame: pd.DataFrame, fams: Mapping[str, Any], scope: str
+) -> None:
+    """Mark, in place, every per-language figure that pools runs of several k with
+    ``pooled_over_k`` and ``family``: the top-level acceptance and text per step (the
+    ``scope`` family's) and each family's rates and gaps. Per-k figures are in
+    ``acceptance_per_k`` and ``runs[]``."""
+    ks_all = frame["k"].to_numpy() if "k" in frame else np.zeros(len(frame), dtype=np.int64)
+
+    def mark(figure: Any, ks: list[int], family: str) -> None:
+        if isinstance(figure, dict) and figure:
+            figure.update(pooled_over_k=ks, family=family)
+
+    for name, mask in fams.items():
+        ks = sorted({int(x) for x in ks_all[mask]})
+        if len(ks) < 2:
+            continue
+        block = out["families"].get(name) or {}
+        for key in ("acceptance", "acceptance_judged"):
+            for figure in (block.get(key) or {}).values():
+                mark(figure, ks, name)
+        for key in ("gap_judged", "gap_all", "gap_length_standardised"):
+            mark(block.get(key), ks, name)
+        if name != scope:
+            continue
+        for key in ("acceptance", "acceptance_judged"):
+            for figure in (out.get(key) or {}).values():
+                mark(figure, ks, name)
+        for per_lang_block in (out.get("text_per_step") or {}).values():
+            for figure in per_lang_block.values():
+                mark(figure, ks, name)
 
 
 def refuse_unvouched(hypotheses: dict[str, Any], infos: Sequence[RunInfo]) -> dict[str, Any]:
@@ -195,7 +278,9 @@ def _scope(
             + ", ".join(str(k) for k in ks)
             + ": the judged-position figures (acceptance_judged, the by_* class "
             "breakdowns) as the verdicts read them; vLLM's all-draft-token rate "
-            "(acceptance) and text_per_step depend on k, so read them per run (runs[]); "
+            "(acceptance) and text_per_step depend on k, so read them per run (runs[]) or "
+            "per family and k (acceptance_per_k); every figure pooled over k says so "
+            "(pooled_over_k, family); "
             "by_position and by_position_conditional exist per run only (runs[])."
         )
     others = sorted(set(frame["run"].astype(str).to_numpy()[~mask]))
@@ -242,6 +327,9 @@ def _gap_section(
             dec = decompose(frame, rs, codes, labels, rows, config.support, column)
             if dec is not None:
                 section["decomposition"][column] = dec
+    by_length = length_split(frame, rs, rows, config.support)
+    if by_length is not None:
+        section["decomposition"][LENGTH_COLUMN] = by_length
     section["explore"] = class_differences(
         frame, rs, fams, judged, config.support, config.min_count
     )

@@ -88,6 +88,7 @@ _SCALARS: dict[str, Reader] = {
     "dict[str, int]": as_counts,
     "dict[str, int | None]": lambda d: {str(k): as_int(v) for k, v in as_map(d).items()},
     "dict[str, float | None]": lambda d: {str(k): as_float(v) for k, v in as_map(d).items()},
+    "dict[str, str]": lambda d: {str(k): v for k, v in as_map(d).items() if isinstance(v, str)},
 }
 
 # --- the generic reader ---------------------------------------------------------------------

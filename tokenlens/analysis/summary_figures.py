@@ -94,6 +94,20 @@ class Contrast(Figure):
     difference: Estimate | None = None
     within_trained: Estimate | None = None
     within_training_free: Estimate | None = None
+    control: Control | None = None
+
+
+@dataclass(frozen=True)
+class Control(Figure):
+    """Whether H2's control was read: its measured violation (the training-free
+    drafter's within-confidence gap) against the range the verdict benchmark measured
+    (``range``, from ``source``); ``reason`` when it was not."""
+
+    range: float | None = None
+    source: str | None = None
+    violation: float | None = None
+    holds: bool | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +136,7 @@ class Power(Figure):
     rule: str | None = None
     power_at: dict[str, float | None] = field(default_factory=dict)
     mde_effect_alone: float | None = None
+    not_estimable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +193,7 @@ class DomainGap(Section):
     adjusted_high: float | None = None
     reading: str | None = None
     not_estimable: str | None = None
+    direction: dict[str, str] = field(default_factory=dict)  # cross-lingual: lang -> en-ja
 
     @classmethod
     def parse(cls, data: Any) -> DomainGap:
@@ -200,6 +216,7 @@ class Heterogeneity(Figure):
     domains: int | None = None
     pairs: int | None = None
     not_estimable: str | None = None
+    left_out: tuple[str, ...] = ()  # domains left out (the test without cross-lingual ones)
 
 
 # --- the declared class breakdowns: JA − EN differences per class ----------------------
@@ -207,7 +224,8 @@ class Heterogeneity(Figure):
 
 @dataclass(frozen=True)
 class ClassEntry(Section):
-    """One class of a declared breakdown: ``status`` is ``compared``, ``only_ja``,
+    """One class of a declared breakdown: ``status`` is ``compared``, ``per_language``
+    (both fill it with different kinds of token: not contrasted), ``only_ja``,
     ``only_en`` (one language fills it: not compared) or ``sparse``."""
 
     cls: str | None = renamed("class")
@@ -219,6 +237,8 @@ class ClassEntry(Section):
     rate_ja: Rate | None = None
     rate_en: Rate | None = None
     difference: Difference | None = None
+    not_contrasted: str | None = None  # status per_language: why (its tokens differ in kind)
+    shared_tokens: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from tokenlens.analysis.summary_figures import (
     Check,
     Classes,
     Contrast,
+    Control,
     DomainGap,
     Estimate,
     Heterogeneity,
@@ -83,6 +84,7 @@ class Family(Section):
     name: str
     gap_judged: Estimate | None = None
     gap_all: Estimate | None = None
+    gap_length_standardised: Estimate | None = None  # the judged gap, byte length standardised
     confidence: Split | None = None
     runs: tuple[str, ...] = ()
     configurations: tuple[tuple[str, int], ...] = ()
@@ -151,6 +153,9 @@ class Sensitivity(Figure):
     flip_above: tuple[float, str] | None = None
     all_tokens: str | None = None
     all_tokens_gap: Reading | None = None
+    # the gate on the judged gap standardised by token byte length
+    length_standardised: str | None = None
+    length_standardised_gap: Reading | None = None
     per_k: dict[str, PerK] = field(default_factory=dict)
     previous: str | None = None
     previous_level: float | None = None
@@ -169,6 +174,7 @@ class Sensitivity(Figure):
             return (d, v) if d is not None and v is not None else None
 
         all_tokens = as_map(data.get("all_tokens"))
+        length = as_map(data.get("length_standardised"))
         previous = as_map(data.get("previous_rule"))
         return read(
             cls,
@@ -179,6 +185,8 @@ class Sensitivity(Figure):
             flip_above=point("above"),
             all_tokens=as_str(all_tokens.get("verdict")),
             all_tokens_gap=Reading.parse(all_tokens.get("gap")),
+            length_standardised=as_str(length.get("verdict")),
+            length_standardised_gap=Reading.parse(length.get("gap")),
             previous=as_str(previous.get("verdict")),
             previous_level=as_float(previous.get("level")),
             previous_note=as_str(previous.get("note")),
@@ -206,6 +214,7 @@ class Hypothesis(Section):
     statement: str | None = None  # the verdict worded against its margin
     scope: str | None = None  # the rows and runs it read
     sensitivity: Sensitivity | None = None
+    control: Control | None = None  # H2: whether its control was read
 
     @property
     def effect_estimate(self) -> Estimate:
@@ -386,6 +395,7 @@ class DomainFamily(Section):
     departures: tuple[str, ...] = ()  # domain names
     concerns: tuple[str, ...] = ()
     heterogeneity: Heterogeneity | None = None
+    heterogeneity_without_cross_lingual: Heterogeneity | None = None
 
     @classmethod
     def parse(cls, data: Any) -> DomainFamily:

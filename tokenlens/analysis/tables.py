@@ -45,6 +45,7 @@ STATUS_WORDS = {
     "compared": "",
     "only_ja": "Japanese only: not compared",
     "only_en": "English only: not compared",
+    "per_language": "tokens differ in kind: per language, not contrasted",
     "sparse": "too few rows in both",
 }
 
@@ -211,7 +212,9 @@ def _classes(s: Summary) -> list[str]:
         f"{classes.family_of_comparisons}. The simultaneous interval is Bonferroni's at "
         "1 − 0.05/m for the m compared classes of the table; p is two-sided from the "
         "prompt-pair bootstrap. A class only one language fills (fewer than min_count "
-        "rows or too few prompts in the other) is marked and not compared.",
+        "rows or too few prompts in the other) is marked and not compared; a class both "
+        "fill with different kinds of token (analysis/comparable.py) is shown per "
+        "language and not contrasted.",
         "",
     ]
     for name, fam in classes.families.items():

@@ -58,8 +58,10 @@ from tokenlens.analysis.rules import (
     TRAINED,
     YES,
     Rules,
+    apply_control,
     combine,
     conjoin,
+    control_holds,
     decision_bounds,
     tri,
     verdict_of,
@@ -82,7 +84,8 @@ def rules_identity(rules: Rules, support: Support) -> str:
     the confidence bins and the code of the rules themselves (comments and docstrings
     aside). Recorded in the analysis signature (``rules:``): two analyses with the same
     hash read their figures by the same rules."""
-    code = [code_text(inspect.getsource(fn)) for fn in (tri, combine, conjoin, verdict_of, _rule)]
+    fns = (tri, combine, conjoin, verdict_of, _rule, control_holds, apply_control)
+    code = [code_text(inspect.getsource(fn)) for fn in fns]
     text = json.dumps(
         {
             "rules": rules.to_json(),
@@ -179,8 +182,10 @@ class Parts:
     df: int
 
 
-def compute_parts(frame: pd.DataFrame, rs: Resampler, support: Support) -> Parts:
-    """Per family: judged gap and three-way split by confidence; the H2 contrast."""
+def compute_parts(
+    frame: pd.DataFrame, rs: Resampler, support: Support, control_range: float = Rules.control_range
+) -> Parts:
+    """Per family: judged gap and split by confidence; the H2 contrast (:func:`apply_control`)."""
     judged = row_mask(frame, "judged")
     fams = families(frame)
     top1 = frame["top1_prob"].to_numpy(dtype=np.float64) if "top1_prob" in frame else None
@@ -209,6 +214,7 @@ def compute_parts(frame: pd.DataFrame, rs: Resampler, support: Support) -> Parts
     if TRAINED in fams and FREE in fams and has_pair(frame, judged):
         contrast = did(frame, rs, codes, labels, conf_rows, fams[TRAINED], support)
         contrast["bins"] = labels
+        apply_control(contrast, control_range)
     g, h = rs.design(judged)
     return Parts(out, contrast, prompts_per_lang(frame), int(conf_rows.sum()), max(g - h, 0))
 
@@ -397,6 +403,11 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         ],
     )
     correlation = (parts.contrast.get("correlation") or {}).get("difference_within_trained")
+    control, power = parts.contrast.get("control") or {}, None
+    if control.get("reason"):  # the effect is not read (rules.apply_control)
+        text += " The effect is not read: the verdict follows from the check alone."
+        power = {"not_estimable": control["reason"], "rule": "conjunction"}
+    power = power or power_conjunction(effect, check, correlation, parts.df, rules, n)
     return _verdict(
         verdict,
         effect,
@@ -406,7 +417,8 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         "trained minus training-free drafters",
         reading=reading,
         check=_check(check, check_reading, "within-confidence gap, trained drafters"),
-        power=power_conjunction(effect, check, correlation, parts.df, rules, n),
+        power=power,
+        control=control or None,
         caveat=H2_CAVEAT + " " + CONFIDENCE_CAVEAT,
         scope=scope,
         statement=statement,

@@ -103,6 +103,8 @@ def context(
         "acceptance": findings_runs.acceptance(s),
         "gap": findings_gap.gap(s),
         "classes": findings_gap.classes(s),
+        "per_language": findings_gap.per_language(s),
+        "declared": fmt_declared(s),
         "explore": findings_gap.explore(s),
         "rejections": findings_gap.rejections(s),
         "domains": findings_gap.domains(s),
@@ -112,6 +114,14 @@ def context(
         "scope": _scope(s),
         "signatures": _signatures(s, bench_rows, bench_info),
     }
+
+
+def fmt_declared(s: Summary) -> str:
+    """When the families of comparisons were declared (summary.json ``classes.declared``;
+    "" for a summary written before it said)."""
+    classes = s.raw.get("classes")
+    text = classes.get("declared") if isinstance(classes, dict) else None
+    return md(text) if isinstance(text, str) else ""
 
 
 def _intro(s: Summary, bench_rows: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:

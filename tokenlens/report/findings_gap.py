@@ -25,6 +25,7 @@ PARTS = (
 )
 # (decomposition column, what it splits by)
 DECOMPOSITIONS: tuple[tuple[str, str], ...] = (
+    ("byte_length", "token byte length"),
     ("script", "script"),
     ("boundary", "morpheme boundary"),
     ("particle_type", "particle type"),
@@ -46,6 +47,9 @@ def short_gaps(s: Summary) -> list[dict[str, str]]:
                 f"{label} {fmt.interval(family.confidence.part(part), 'pp')}"
                 for part, label in PARTS
             ),
+            "standardised": ""
+            if family.gap_length_standardised is None
+            else fmt.interval(family.gap_length_standardised, "pp"),
         }
         for name, family in s.families.items()
         if family.gap_judged is not None
@@ -83,7 +87,54 @@ def gap(s: Summary) -> dict[str, Any] | None:
         for column, label in DECOMPOSITIONS:
             if column in g.decomposition:
                 rows.append(_split_row(f"{label}, {name}", g.decomposition[column], notes))
-    return {"pooled": pooled, "rows": rows, "notes": notes}
+    standardised = []
+    for name, family in s.families.items():
+        if family.gap_length_standardised is None:
+            continue
+        raw = ((s.raw.get("families") or {}).get(name) or {}).get("gap_length_standardised")
+        by = (raw or {}).get("by_standard") or {}
+        standardised.append(
+            {
+                "family": family_words(name),
+                "gap": fmt.interval(family.gap_length_standardised, "pp"),
+                "japanese": fmt.interval(by.get("japanese"), "pp") if by else "",
+                "english": fmt.interval(by.get("english"), "pp") if by else "",
+            }
+        )
+    return {
+        "pooled": pooled,
+        "rows": rows,
+        "notes": notes,
+        "standardised": standardised,
+        "within_range": within_range(s),
+    }
+
+
+def within_range(s: Summary) -> str:
+    """How far the *within* part of the primary family's gap moves with the stratifier:
+    its smallest and largest estimate over the splits that could be estimated ("" with
+    fewer than two)."""
+    g = s.gap
+    if g is None:
+        return ""
+    found: list[tuple[float, str]] = []
+    fam = s.families.get(str(g.family))
+    splits = [("the target's confidence", fam.confidence if fam else None)]
+    splits += [(label, g.decomposition.get(column)) for column, label in DECOMPOSITIONS]
+    for label, split in splits:
+        part = split.part("within") if split is not None and not split.not_estimable else None
+        if part is not None and part.value is not None:
+            found.append((float(part.value), label))
+    if len(found) < 2:
+        return ""
+    low, high = min(found), max(found)
+    return (
+        f"The *within* part of the {family_words(g.family)}' gap moves with the stratifier: "
+        f"from {fmt.qty(low[0], 'pp')} (by {low[1]}) to {fmt.qty(high[0], 'pp')} "
+        f"(by {high[1]}), over the {len(found)} splits that could be estimated: it is a "
+        "property of the split, not of the languages, and no single split's within part "
+        "is the language effect."
+    )
 
 
 def _split_row(label: str, split: Split, notes: list[str]) -> list[str]:
@@ -122,6 +173,7 @@ def classes(s: Summary) -> list[list[str]] | None:
                 and c.difference.p_holm < 0.05
             ]
             one = [c for c in table.classes if c.status in ("only_ja", "only_en")]
+            apart = [c for c in table.classes if c.status == "per_language"]
             detail = (
                 ", ".join(
                     f"{f'p{c.cls}' if column == 'position' else fmt.code(c.cls, table=True)} "
@@ -137,10 +189,37 @@ def classes(s: Summary) -> list[list[str]] | None:
                     fmt.md(COLUMN_WORDS.get(column, column)),
                     fmt.md(fmt.or_missing(table.comparisons)),
                     detail,
+                    ", ".join(
+                        f"{fmt.code(c.cls, table=True)} (JA {fmt.num(_rate(c.rate_ja), 'rate')}, "
+                        f"EN {fmt.num(_rate(c.rate_en), 'rate')})"
+                        for c in apart
+                    )
+                    or "none",
                     fmt.md(len(one)),
                 ]
             )
     return rows
+
+
+def _rate(rate: Any) -> float | None:
+    return None if rate is None else rate.rate
+
+
+def per_language(s: Summary) -> list[str]:
+    """The classes not contrasted because their tokens differ in kind, with why (one
+    line per class and breakdown, from the first family that has them)."""
+    seen: dict[tuple[str, str], str] = {}
+    if s.classes is None:
+        return []
+    for fam in s.classes.families.values():
+        for column, table in fam.by.items():
+            for c in table.classes:
+                if c.status == "per_language" and c.not_contrasted:
+                    seen.setdefault((column, str(c.cls)), c.not_contrasted)
+    return [
+        f"{fmt.md(COLUMN_WORDS.get(col, col))} {fmt.code(cls)}: {fmt.md(why)}"
+        for (col, cls), why in seen.items()
+    ]
 
 
 def explore(s: Summary) -> dict[str, Any] | None:
@@ -231,7 +310,7 @@ def rejections(s: Summary) -> dict[str, Any]:
 def short_domains(s: Summary) -> list[dict[str, Any]]:
     """ "In short": the domains that depart from the pooled reading or do not share it,
     and the families whose domains differ (permutation p below 5%)."""
-    lines = []
+    lines: list[dict[str, Any]] = []
     for name, fam in s.domains.items():
         for kind, names in (("departs", fam.departures), ("concern", fam.concerns)):
             for domain in names:
@@ -245,7 +324,15 @@ def short_domains(s: Summary) -> list[dict[str, Any]]:
                 )
         het = fam.heterogeneity
         if het is not None and het.p is not None and het.p < 0.05:
-            lines.append({"kind": "differ", "family": family_words(name), **_spread(het)})
+            without = _het(fam.heterogeneity_without_cross_lingual)
+            lines.append(
+                {
+                    "kind": "differ",
+                    "family": family_words(name),
+                    **_spread(het),
+                    "without": without if without and not without["not_estimable"] else None,
+                }
+            )
     return lines
 
 
@@ -262,16 +349,40 @@ def domains(s: Summary) -> list[dict[str, Any]]:
                     [d["domain"], d["pairs"], d["gap"], f"{d['low']} to {d['high']}", d["reading"]]
                     for d in (_domain(g, fmt.md(domain)) for domain, g in fam.domains.items())
                 ],
-                "heterogeneity": None
-                if het is None
-                else {
-                    "not_estimable": fmt.md(het.not_estimable) if het.not_estimable else "",
-                    "permutations": fmt.md(het.permutations),
-                    **_spread(het),
-                },
+                "heterogeneity": _het(het),
+                "without": _het(fam.heterogeneity_without_cross_lingual),
+                "directions": [
+                    f"{fmt.md(domain)}: "
+                    + ", ".join(
+                        f"{fmt.lang_name(lang)} outputs {_direction(way)}"
+                        for lang, way in g.direction.items()
+                    )
+                    for domain, g in fam.domains.items()
+                    if g.direction
+                ],
             }
         )
     return sections
+
+
+def _direction(way: str) -> str:
+    """``en-ja`` -> ``translate English into Japanese``."""
+    names = {lang: fmt.lang_name(lang) for lang in ("ja", "en")}
+    source, _, target = way.partition("-")
+    if source in names and target in names:
+        return f"translate {names[source]} into {names[target]} ({fmt.code(way)})"
+    return fmt.md(way)
+
+
+def _het(het: Heterogeneity | None) -> dict[str, Any] | None:
+    if het is None:
+        return None
+    return {
+        "not_estimable": fmt.md(het.not_estimable) if het.not_estimable else "",
+        "permutations": fmt.md(het.permutations),
+        "left_out": ", ".join(fmt.md(x) for x in het.left_out),
+        **_spread(het),
+    }
 
 
 def _domain(g: DomainGap, domain: str) -> dict[str, str]:

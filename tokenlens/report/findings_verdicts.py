@@ -45,7 +45,37 @@ def verdicts(s: Summary) -> dict[str, Any]:
         "rules": code("rules:" + s.settings.rules_hash) if s.settings.rules_hash else "",
         "hypotheses": [_hypothesis(s, key, name) for key, name in HYPOTHESES.items()],
         "prompts_needed": prompts_needed(s),
+        "delta_speed": delta_speed(s),
     }
+
+
+def delta_speed(s: Summary) -> str:
+    """δ in speed terms per drafter family and k (summary.json ``margin_in_speed``): the
+    tokens per step a Japanese acceptance δ below English costs, and the change of
+    speed, by the i.i.d. formula at the English judged rate ("" without it)."""
+    block = s.raw.get("margin_in_speed")
+    fams = block.get("families") if isinstance(block, dict) else None
+    if not fams:
+        return ""
+    parts = []
+    for name, per_k in fams.items():
+        cells = [
+            f"k = {k}: {num(e.get('difference'), 'rate')} tokens per step "
+            f"({num(e.get('relative_speed'), 'pp')}% speed) at acceptance "
+            f"{num(e.get('acceptance'), 'rate')}"
+            for k, e in per_k.items()
+            if isinstance(e, dict) and e.get("difference") is not None
+        ]
+        if cells:
+            parts.append(f"{family_words(name)}: " + "; ".join(cells))
+    if not parts:
+        return ""
+    return (
+        "In speed terms, a Japanese acceptance δ below English costs (tokens per step by "
+        "the i.i.d. formula (1 − a^(k+1)) / (1 − a) at the English judged acceptance a of "
+        "the runs at each k; at equal k the draft cost divides both alike, so the change "
+        "of speed does not depend on it): " + ". ".join(parts) + "."
+    )
 
 
 def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
@@ -54,6 +84,7 @@ def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
     power = None
     if h.power is not None and h.power.mde is not None:
         power = {
+            "not_estimable": "",
             "mde": qty(-float(h.power.mde), "pp"),
             "rule": md(h.power.rule) if h.power.rule else "",
             "at": "; ".join(
@@ -62,6 +93,8 @@ def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
                 if value is not None
             ),
         }
+    elif h.power is not None and h.power.not_estimable and h.control and h.control.reason:
+        power = {"not_estimable": "not estimable: the effect is not read (Control above)"}
     return {
         "key": key,
         "name": name,
@@ -78,10 +111,28 @@ def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
         if h.check is None
         else {"name": md(h.check.name), "figure": _read(s, h.check, h.check.reading)},
         "power": power,
+        "control": _control(h),
         "sensitivity": sensitivity_words(h),
         "evidence": md(or_missing(h.evidence)),
         "caveat": md(h.caveat) if h.caveat else "",
     }
+
+
+def _control(h: Hypothesis) -> str:
+    """H2's control, checked before it is read: the range, where it comes from, the
+    measured violation and whether the difference was read ("" for H1)."""
+    c = h.control
+    if c is None or c.range is None:
+        return ""
+    head = (
+        f"the difference in differences is read only while the training-free drafter's "
+        f"within-confidence gap (the measured parallel-trends violation) lies within "
+        f"±{100 * c.range:g} pp ({md(c.source or '')})"
+    )
+    if c.reason:
+        return f"{head}; {md(c.reason)}: **not read**, the verdict follows from the check."
+    measured = f" ({num(c.violation, 'pp')} pp)" if c.violation is not None else ""
+    return f"{head}; here it does{measured}: read."
 
 
 def _read(s: Summary, fig: Hypothesis | Check, reading: str | None) -> str:
@@ -111,6 +162,13 @@ def sensitivity_words(h: Hypothesis) -> str:
         parts.append("any δ up to 50 pp: the same")
     text = "it would read, at " + "; at ".join(parts)
     text += f"; on vLLM's all-draft-token gap: {_words(sens.all_tokens)}"
+    if sens.length_standardised is not None:
+        gap = sens.length_standardised_gap
+        text += (
+            "; on the judged gap standardised by token byte length"
+            + (f" ({num(gap.value, 'pp')} pp)" if gap is not None and gap.value is not None else "")
+            + f": {_words(sens.length_standardised)}"
+        )
     if sens.per_k:
         per = ", ".join(f"k = {k}: {_words(e.verdict)}" for k, e in sens.per_k.items())
         text += f"; each k alone: {per}"

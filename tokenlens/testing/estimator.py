@@ -100,5 +100,6 @@ def supported(est: dict[str, Any], decision: bool = True) -> dict[str, bool]:
     if read("gap_trained") == NO:
         return {"H1": False, "H2": False}
     h1 = combine(read("composition_trained"), read("composition_free")) == SUPPORTED
-    h2 = conjoin(read("h2_did"), read("h2_within_trained")) == SUPPORTED
+    did = "h2_did_read" if "h2_did_read" in est else "h2_did"  # null outside the control's range
+    h2 = conjoin(read(did), read("h2_within_trained")) == SUPPORTED
     return {"H1": h1, "H2": h2}

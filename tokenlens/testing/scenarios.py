@@ -404,6 +404,22 @@ ASSUMPTION_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 drafters=(TRAINED, _ngram_shift(6)),
                 h2=False,
             ),
+            Scenario(
+                "h2_ngram+20",
+                "H2 planted (-10 pp), and the n-gram drafter about 20 pp better on Japanese "
+                "at equal confidence (it copies from the prompt): a parallel-trends violation "
+                "of the size the committed study measured (+18.9 pp)",
+                drafters=(_H2_TRAINED, _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)),
+                h2=True,
+            ),
+            Scenario(
+                "null_ngram+20",
+                "no H2; the n-gram drafter about 20 pp better on Japanese at equal "
+                "confidence (the n-gram drafter of ngram_ja_advantage): the DiD reads -20 pp "
+                "from the violation alone",
+                drafters=(TRAINED, _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)),
+                h2=False,
+            ),
             _drifting(
                 SCENARIOS["h1"],
                 "drift_h1",
