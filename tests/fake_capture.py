@@ -105,38 +105,10 @@ def patch_engine_modules(monkeypatch: pytest.MonkeyPatch, name: str, value: Any)
             monkeypatch.setattr(module, name, value)
 
 
-def replace_engine(monkeypatch: pytest.MonkeyPatch, replacement: Any) -> None:
-    """Every engine tokenlens.trace would start is ``replacement``: the modules' name and
-    any function default that is vLLM's Engine (a backend passed as a parameter)."""
-    import importlib
-    import inspect
-
-    from tokenlens.engine.runner import Engine
-
-    patch_engine_modules(monkeypatch, "Engine", replacement)
-    functions = [
-        function
-        for module_name in ENGINE_MODULES
-        for _, function in inspect.getmembers(
-            importlib.import_module(module_name), inspect.isfunction
-        )
-        if function.__module__ == module_name
-    ]
-    for function in functions:
-        if function.__defaults__ and any(d is Engine for d in function.__defaults__):
-            swapped = tuple(replacement if d is Engine else d for d in function.__defaults__)
-            monkeypatch.setattr(function, "__defaults__", swapped)
-        if function.__kwdefaults__ and Engine in function.__kwdefaults__.values():
-            swapped_kw = {
-                k: replacement if v is Engine else v for k, v in function.__kwdefaults__.items()
-            }
-            monkeypatch.setattr(function, "__kwdefaults__", swapped_kw)
-
-
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeEngine]]:
-    """Every engine of tokenlens.trace is the fake; no model is resolved or tokenised
-    (a test module's ``fake`` fixture yields from it)."""
-    replace_engine(monkeypatch, FakeEngine)
+    """The fake's class state reset, and no model resolved or tokenised (a test module's
+    ``fake`` fixture yields from it); the tests hand :class:`FakeEngine` to the command as
+    its backend (``cli(argv, FakeEngine)``, ``resume_trace(run, start=FakeEngine)``)."""
     patch_engine_modules(
         monkeypatch,
         "build_engine_config",

@@ -27,11 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Names whose callers are outside what this test reads, each with the reason.
-ALLOWED: dict[str, str] = {
-    "write_step": "StepRecorder.write_step writes a step as per-request records (reqs), "
-    "the form step files had before issue 23 and readers still take "
-    "(capture.step_records.line_records): the tests write that form with it",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def _not_uses(tree: ast.AST) -> set[int]:

@@ -49,7 +49,7 @@ def test_sigterm_and_sighup_salvage_and_say_how_to_resume(
     out = tmp_path / "run"
     previous = signal.signal(number, _unhandled)
     try:
-        got, _, err = cli(trace_args(out))
+        got, _, err = cli(trace_args(out), FakeEngine)
     finally:
         signal.signal(number, previous)
     assert got == status, err
@@ -60,7 +60,7 @@ def test_sigterm_and_sighup_salvage_and_say_how_to_resume(
     assert salvaged["dtype"] == "torch.float32"
     assert salvaged["engine"] == {"model_runner": "fake", "start": 1}
     fake.finish, fake.then = None, None
-    resume_trace(out)
+    resume_trace(out, start=FakeEngine)
     resumed = read_run(out).manifest
     assert resumed["dtype"] == "torch.float32"
     assert resumed["engine"] == {"model_runner": "fake", "start": 1}  # the original's
@@ -74,7 +74,7 @@ def test_a_resumed_run_keeps_every_field_of_a_finished_trace(
     """Probe: the manifest of a resumed run lost dtype, engine facts, capture, the
     per-request reconciliation, the counters' source (`replay` then asked for a dtype)."""
     whole = tmp_path / "whole"
-    status, _, err = cli(trace_args(whole))
+    status, _, err = cli(trace_args(whole), FakeEngine)
     assert status == 0, err
 
     def interrupt(_: Path) -> None:
@@ -82,9 +82,9 @@ def test_a_resumed_run_keeps_every_field_of_a_finished_trace(
 
     fake.finish, fake.then = {"short-ja"}, interrupt
     out = tmp_path / "run"
-    cli(trace_args(out))
+    cli(trace_args(out), FakeEngine)
     fake.finish, fake.then = None, None
-    resume_trace(out)
+    resume_trace(out, start=FakeEngine)
     finished, resumed = read_run(whole).manifest, read_run(out).manifest
     lost = sorted(set(finished) - set(resumed) - {"prefix_cache"})  # the fakes report none
     assert lost == [], lost
@@ -109,7 +109,7 @@ def test_a_step_file_cut_mid_line_is_not_resumed_to_complete(
 
     fake.then = die
     out = tmp_path / "run"
-    status, _, err = cli(trace_args(out))
+    status, _, err = cli(trace_args(out), FakeEngine)
     assert_one_line_error(status, err, "engine worker died", f"trace --resume {out}")
     salvage = read_run(out).manifest["salvage"]
     assert salvage["events_cut"], "the cut should leave a finished request short of its events"
@@ -117,7 +117,7 @@ def test_a_step_file_cut_mid_line_is_not_resumed_to_complete(
     analysed = cli(["analyze", str(out), "--out", str(tmp_path / "a"), "--quiet"])
     assert_one_line_error(analysed[0], analysed[2], "partial run", "events cut short")
     fake.then = None
-    resume_trace(out)
+    resume_trace(out, start=FakeEngine)
     manifest = read_run(out).manifest
     assert manifest["resumed"][-1]["events_cut"] == salvage["events_cut"]
     assert manifest["resumed"][-1]["generated_requests"] >= len(salvage["events_cut"])

@@ -1,5 +1,9 @@
 """``summary.json`` as typed objects: read once, then attributes instead of dict chains.
 
+Why one file over 450 lines: it is the one reader of every section of summary.json and
+of their older forms; issue 34's typed summary (records built where the analysis makes
+them, one schema for writing and reading) replaces it, and splits it on the way.
+
 ``tokenlens analyze`` writes summary.json (docs/analysis.md, "summary.json"); the
 tables, FINDINGS.md, the HTML report and the index page read it. They read it through
 :func:`load_summary` / :func:`parse_summary`, which turn the JSON into the frozen

@@ -4,6 +4,9 @@ Vocabulary: ``supported``, ``not_supported``, ``no_japanese_deficit`` (Japanese 
 worse by more than δ: no deficit beyond the margin to explain), ``inconclusive``,
 ``insufficient_data`` (fewer than ``min_prompts`` prompts per language).
 
+Why one file over 450 lines: the two rules and H2's control check read one set of
+estimates, and a reader checks them against docs/analysis.md side by side.
+
 Each rule reads one effect and one check, both on judged rows of the same runs, against
 a threshold δ (:mod:`tokenlens.analysis.rules`: the readings, H1's veto rule and H2's
 conjunction; :mod:`tokenlens.analysis.power`: how much data a verdict needs).
