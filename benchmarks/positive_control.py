@@ -65,7 +65,10 @@ def read_json(path: Path) -> Any:
 
 
 def code_commit(given: str | None) -> dict[str, Any]:
-    """The checkout's commit (git), else --commit, else null with the reason."""
+    """--commit when given (a copied checkout may carry a stale .git: seen on the GPU
+    host, 2026-12-03, where git named an older commit), else git's, else null."""
+    if given:
+        return {"value": given, "source": "--commit"}
     try:
         head = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
