@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpu_overhead import prompt_text  # the sibling script: one reader of prompt lines
+
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CUSTOM_SCOPES_FOR_PROFILING", "1")
 
@@ -54,14 +56,6 @@ def rows(prof: Any, key: str, limit: int) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def prompt_text(obj: dict[str, Any]) -> str:
-    """A prompt line's text: ``text``, or the last user message of ``messages``."""
-    if "text" in obj:
-        return str(obj["text"])
-    users = [m["content"] for m in obj.get("messages", []) if m.get("role") == "user"]
-    return str(users[-1]) if users else ""
 
 
 def main() -> None:
