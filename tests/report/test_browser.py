@@ -205,7 +205,7 @@ def test_bench_report_renders_offline(browser: Any, tmp_path: Path) -> None:
         assert chart["marks"] >= 6, chart  # a point, bar or line vertex per case / position
     assert state["rows"] == 1 + len(rows)
     assert "31.2 (30.9–31.6)" in state["casesText"]
-    assert "| mtp | 2 | 31.2 (30.9–31.6) | 45.0 (44.1–45.9) |" in state["markdown"]
+    assert "| mtp | 2 | runner unknown | 31.2 (30.9–31.6) | 45.0 (44.1–45.9) |" in state["markdown"]
     assert (ARTIFACTS / "bench.png").stat().st_size > 10_000
 
 
