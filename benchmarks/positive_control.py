@@ -69,24 +69,17 @@ def code_commit(given: str | None) -> dict[str, Any]:
     host, 2026-12-03, where git named an older commit), else git's, else null."""
     if given:
         return {"value": given, "source": "--commit"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return {"value": head, "source": "git", "dirty": bool(dirty)}
+        head, dirty = git("rev-parse", "HEAD"), git("status", "--porcelain")
     except (OSError, subprocess.CalledProcessError):
-        if given:
-            return {"value": given, "source": "--commit"}
         return {"value": None, "reason": "no git checkout and no --commit"}
+    return {"value": head, "source": "git", "dirty": bool(dirty)}
 
 
 def stage_prompts(a: argparse.Namespace) -> None:

@@ -6,6 +6,7 @@ fixtures), never from one another.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import io
@@ -700,3 +701,15 @@ class RecordingProgress:
 
     def close(self) -> None:
         pass
+
+
+def docstring_ids(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants of a module, its classes and functions (the code
+    readers of test_architecture and test_dead_code skip them: prose names nothing)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import docstring_ids
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tokenlens"
 
@@ -90,16 +92,6 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 def room(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "tokenlens"
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                out.add(id(body[0].value))
-    return out
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:
@@ -165,7 +157,7 @@ def arrows_of(
     blind: list[str] = []
     package = module.split(".") if is_package else module.split(".")[:-1]
     constants = _constants(tree)
-    skip = _docstrings(tree)
+    skip = docstring_ids(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names]

@@ -23,6 +23,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from tests.support import docstring_ids
+
 ROOT = Path(__file__).resolve().parents[1]
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -32,13 +34,9 @@ ALLOWED: dict[str, str] = {}
 
 def _not_uses(tree: ast.AST) -> set[int]:
     """ids of the string constants that name nothing: docstrings and ``__all__`` entries."""
-    out = set()
+    out = docstring_ids(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                out.add(id(body[0].value))
-        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
                 out |= {id(c) for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
