@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -499,6 +500,7 @@ class FakeEngine:
         before = self.total
         started_at = time.time()
         t0 = time.perf_counter()
+        held: list[dict[str, Any]] | None = None  # the last step, while ``lag`` holds it
         while pending or running:
             while pending and len(running) < max(1, concurrency):
                 req = pending.pop()
@@ -509,7 +511,11 @@ class FakeEngine:
                 ])  # fmt: skip
             records = [self._step(req) for req in running]
             if recorder is not None:
-                recorder.write_step(records)
+                if held is not None:
+                    recorder.write_step(held)
+                held = records if self.vllm.lag else None
+                if held is None:
+                    recorder.write_step(records)
                 self._time_step(records)
             for req in [r for r in running if r.done()]:
                 running.remove(req)
@@ -523,6 +529,8 @@ class FakeEngine:
             dies = self.vllm.die_after.get(self.index)
             if dies is not None and self.finished >= dies and running:
                 raise self.vllm.death(f"the vLLM engine died (fake); see {self.log_path}")
+        if recorder is not None and held is not None:  # as vLLM's writer thread, later
+            threading.Timer(self.vllm.lag, recorder.write_step, [held]).start()
         return GenerationResult(
             requests=tuple(done[job.rid] for job in jobs),
             wall_seconds=max(time.perf_counter() - t0, 1e-6),
@@ -674,6 +682,7 @@ class FakeVllm:
     drafter: str = "tiny-mimo-mtp"
     started: list[Any] = field(default_factory=list)
     gpu_runners: bool = False  # resolve runners as vLLM 0.25 on a GPU (FakeEngine._facts)
+    lag: float = 0.0  # seconds after generate returns that its last step reaches the file
     made: int = 0
 
     def __call__(self, config: Any, log_path: Path, progress: Any) -> FakeEngine:
