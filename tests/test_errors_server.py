@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.support import REPO, assert_one_line_error, cli, write_prompts
@@ -172,7 +173,7 @@ def test_a_generation_that_goes_silent_ends_at_the_token_timeout(
         status, _, err = cli(trace(url, tmp_path, "--token-timeout", "1"))
     finally:
         release.set()
-    assert_one_line_error(status, err, url, "sent no token for 1 s", "cannot be resumed")
+    assert_one_line_error(status, err, url, "sent no token for 1 s", "trace --resume")
 
 
 def test_a_stream_that_is_not_json_is_one_line(
@@ -338,3 +339,33 @@ def test_keep_alive_comments_do_not_extend_the_token_timeout(
     assert_one_line_error(status, err, url, "sent no token for 1 s", "partial")
     assert _partial(tmp_path)
     assert elapsed < 30, elapsed  # a bound on a hang (the server stops at 60 s), not a speed
+
+
+def test_a_failed_served_run_resumes_when_the_server_answers(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    """A served run cut by the server stays partial and `trace --resume` completes it,
+    sending every prompt again, once the server answers whole; the attempt is listed."""
+    cut = streaming(3, end=False)
+    whole = streaming(6, end=True)
+    failing = threading.Event()
+    failing.set()
+
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        (cut if failing.is_set() else whole)(request)
+
+    url = serve(handler)
+    status, _, err = cli(trace(url, tmp_path, "--token-timeout", "2"))
+    run = tmp_path / "run"
+    assert_one_line_error(status, err, "ended before its end", f"tokenlens trace --resume {run}")
+    assert _partial(tmp_path)
+    failing.clear()
+    status, _, err = cli(["trace", "--resume", str(run), "--quiet"])
+    assert status == 0, err
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["server"]
+    (attempt,) = manifest["resumed"]
+    assert attempt["salvaged_requests"] == 0 and attempt["generated_requests"] == len(PROMPTS)
+    requests = pq.read_table(run / "requests.parquet").to_pylist()
+    assert sorted(r["prompt_id"] for r in requests) == ["en", "ja"]
+    assert all(len(r["output_token_ids"]) == 6 for r in requests)

@@ -131,7 +131,7 @@ def write_events(run: Path, events: pa.Table) -> None:
 def resume_command(path: Path, manifest: dict[str, Any]) -> str | None:
     """The exact command that completes the partial run at ``path`` (None: none does)."""
     resumable = isinstance(manifest.get("trace_config"), dict)  # replays inherit one
-    if not resumable or manifest.get("server") or "bench" in manifest:
+    if not resumable or "bench" in manifest:
         return None
     if manifest.get("replayed_from"):
         return None
@@ -141,10 +141,10 @@ def resume_command(path: Path, manifest: dict[str, Any]) -> str | None:
 def continue_hint(path: Path, manifest: dict[str, Any]) -> str:
     """What to type to finish the partial run at ``path`` (the exact command where one exists)."""
     command = resume_command(path, manifest)
+    if command is not None and manifest.get("server"):
+        return f"continue it with: {command} (every prompt is sent to the server again)"
     if command is not None:
         return f"continue it with: {command}"
-    if manifest.get("server"):
-        return "runs against `vllm serve` cannot be resumed: trace it again with --overwrite"
     if "bench" in manifest:
         return "run the same `tokenlens bench` command again (finished cases are kept)"
     if manifest.get("replayed_from"):

@@ -47,6 +47,7 @@ from tokenlens.trace.config import StartBackend, config_from_json, select_prompt
 from tokenlens.trace.generate import generate_or_salvage, salvage_run
 from tokenlens.trace.manifest import engine_fields, manifest_for, reported_per_request
 from tokenlens.trace.models import build_engine_config
+from tokenlens.trace.run import run_trace
 
 
 def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = Engine) -> Path:
@@ -62,6 +63,8 @@ def resume_trace(run: Path, progress: Progress = SILENT, start: StartBackend = E
     everything recorded so far, and can be resumed again.
     """
     manifest = _resumable_manifest(run)
+    if manifest.get("server"):
+        return _resume_served(run, manifest, progress)
     writer = RunWriter.reopen(run)  # locked before anything is written
     try:
         return _resume_into(writer, manifest, run, progress, start)
@@ -214,6 +217,29 @@ def _resume_into(
     return run
 
 
+def _resume_served(run: Path, manifest: dict[str, Any], progress: Progress) -> Path:
+    """A run against ``vllm serve`` that did not finish: every prompt is sent again.
+
+    Nothing of the failed attempt is kept: the server's counters were differenced around
+    the whole attempt (its finished requests have nothing of their own to be reconciled
+    against) and its step files are shared with other clients. The attempt is listed
+    in the manifest's ``resumed``.
+    """
+    config = replace(config_from_json(manifest["trace_config"], run), out=run, overwrite=True)
+    prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
+    history = [*manifest.get("resumed", [])]
+    history.append(
+        {
+            "at": now_iso(),
+            "capture": None,
+            "salvaged_requests": 0,
+            "generated_requests": len(prompts),
+            "note": "a run against vllm serve resumes by sending every prompt again",
+        }
+    )
+    return run_trace(config, progress, resumed=history)
+
+
 def _order(rid: str, jobs: list[PromptJob]) -> int:
     for i, job in enumerate(jobs):
         if job.rid == rid.split("#", 1)[0]:
@@ -235,8 +261,6 @@ def _resumable_manifest(run: Path) -> dict[str, Any]:
     check_readable(manifest, RUN_FORMAT, run)
     if manifest.get("status") == "complete":
         raise TokenlensError(f"{run} is complete: there is nothing to resume")
-    if manifest.get("server"):
-        raise TokenlensError(f"cannot resume {run}: runs against `vllm serve` are not resumable")
     if "bench" in manifest:
         raise TokenlensError(f"cannot resume {run}: it is a bench case (use `bench` to resume)")
     if manifest.get("replayed_from"):

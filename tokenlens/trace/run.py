@@ -169,7 +169,10 @@ def settle_capture(capture: Path, quiet: float = 4 * WRITE_SECONDS, limit: float
 
 
 def run_trace(
-    config: TraceConfig, progress: Progress = SILENT, start: StartBackend = Engine
+    config: TraceConfig,
+    progress: Progress = SILENT,
+    start: StartBackend = Engine,
+    resumed: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Generate every selected prompt and write the run directory ``config.out``.
 
@@ -180,7 +183,8 @@ def run_trace(
     become ``events.parquet`` and are reconciled with vLLM's counters
     (:func:`tokenlens.rundir.finalize`). If a local engine dies, whatever was recorded
     is still written, and the run is marked ``partial``; :func:`resume_trace`
-    completes it. ``start`` makes the local backend (:data:`StartBackend`).
+    completes it. ``start`` makes the local backend (:data:`StartBackend`); ``resumed``
+    is the manifest's history of earlier attempts (a served run resumed).
     """
     precheck_options(config)
     prompts = select_prompts(read_prompts(config.prompts), config.langs, config.limit)
@@ -188,6 +192,8 @@ def run_trace(
         traced = _served(config, prompts, progress)
     else:
         traced = _local(config, prompts, progress, start)
+    if resumed:
+        traced.manifest["resumed"] = resumed
     writer = RunWriter(config.out, traced.manifest, config.overwrite)
     try:
         return _trace_into(writer, traced, config, prompts, progress)
