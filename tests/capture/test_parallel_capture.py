@@ -175,3 +175,21 @@ def test_untraceable_layouts_are_refused_in_one_line() -> None:
     assert pp is not None and pp.startswith("pipeline parallelism") and "\n" not in pp
     dp = options_refusal({"data_parallel_size": 2})
     assert dp is not None and "vllm serve" in dp and "--data-parallel-size 2" in dp
+
+
+def test_the_hook_refuses_pipeline_parallelism_at_the_first_step(harness: Any) -> None:
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    h = harness()
+    parallel = h.sched.vllm_config.parallel_config
+    parallel.pipeline_parallel_size = 2
+    try:
+        h.add("a-0123abcd", max_tokens=6)
+        h.run(accept=lambda rid, step: 1)
+    finally:
+        parallel.pipeline_parallel_size = 1
+    status = json.loads(next(h.trace_dir.glob("capture-*.json")).read_text())
+    assert status["state"] == "refused" and status["problem"].startswith("pipeline parallelism")
+    assert status["parallel"]["pipeline"] == 2
+    assert not hasattr(Scheduler.update_from_output, "__tokenlens_original__")  # unpatched
+    assert not list(h.trace_dir.glob("steps-*.jsonl"))  # nothing recorded

@@ -6,14 +6,12 @@ from pathlib import Path
 
 from tokenlens.bench.plan import Plan, load_plan
 from tokenlens.bench.vllm_check import check_plan, vllm_vocabulary
-from tokenlens.capture.layout import options_refusal
 from tokenlens.errors import TokenlensError
 from tokenlens.models.check import model_problem
 
 
 def model_problems(plan: Plan) -> list[str]:
-    """Every model and drafter of ``plan`` that vLLM could not load, and every engine
-    table whose parallel layout cannot be traced, one line each.
+    """Every model and drafter of ``plan`` that vLLM could not load, one line each.
 
     Checked with the same rule as ``trace --model`` (:func:`model_problem`), so a typo
     fails ``bench --check`` instead of an engine start minutes into the run.
@@ -23,14 +21,10 @@ def model_problems(plan: Plan) -> list[str]:
         problem = model_problem(model.path)
         if problem is not None:
             problems.append(f"[[model]] {model.name!r}.path: {problem}")
-        if (why := options_refusal(model.engine)) is not None:
-            problems.append(f"[[model]] {model.name!r}.engine: {why}")
     for method in plan.methods:
         problem = model_problem(method.draft_model)
         if problem is not None:
             problems.append(f"[[method]] {method.name!r}.draft_model: {problem}")
-        if (why := options_refusal(method.engine)) is not None:
-            problems.append(f"[[method]] {method.name!r}.engine: {why}")
     return problems
 
 
