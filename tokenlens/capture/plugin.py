@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.capture.layout import config_layout, refusal, runner_parallel_config
-from tokenlens.capture.recorder import StepRecorder, process_tag, write_status
+from tokenlens.capture.recorder import StepRecorder, write_status
 from tokenlens.capture.source_ast import calls_super, stats_calls
 from tokenlens.capture.step_records import StepSnapshot
 from tokenlens.capture.surface import (
@@ -214,8 +214,6 @@ def _info(report: SurfaceReport, tier: Tier) -> dict[str, Any]:
         "tier": tier.name,
         "tier_note": tier.note,
         "fingerprint": report.fingerprint,
-        "pid": os.getpid(),
-        "tag": process_tag(),
     }
 
 

@@ -210,9 +210,11 @@ def write_status(directory: str | Path, data: dict[str, Any]) -> None:
     """This process's capture status (tier, scheduler, failures), replaced atomically.
 
     Written when the hook first sees a scheduler, and again if the capture fails or is
-    refused: rare events, so a whole-file rewrite is fine.
+    refused: rare events, so a whole-file rewrite is fine. ``pid`` and ``tag`` (this
+    process's part of its file names) are the writing process's, also in a process
+    forked after the hook was installed.
     """
-    write_json_status(directory, "capture", data)
+    write_json_status(directory, "capture", {"pid": os.getpid(), "tag": process_tag(), **data})
 
 
 def write_json_status(directory: str | Path, prefix: str, data: dict[str, Any]) -> None:
