@@ -20,7 +20,8 @@ How vLLM lays a multi-GPU engine out (read in 0.32 and 0.34, ``vllm/v1/engine/co
 - **Pipeline parallelism** is refused (:func:`refusal`): vLLM then keeps several
   batches in flight through its batch queue, an order of scheduling and reconciling
   that neither the scheduler-level suite nor any engine run here has exercised, so an
-  exact trace is not claimed.
+  exact trace is not claimed (vLLM 0.32's CPU build does not even start it with
+  speculative decoding: its first stage's runner has no ``drafter``).
 
 No vLLM import at module level; the plugin calls these inside vLLM's processes.
 """
