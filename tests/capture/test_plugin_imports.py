@@ -18,6 +18,7 @@ from tests.support import REPO
 ALLOWED = {
     "tokenlens",
     "tokenlens.capture",
+    "tokenlens.capture.layout",
     "tokenlens.capture.plugin",
     "tokenlens.capture.recorder",
     "tokenlens.capture.source_ast",

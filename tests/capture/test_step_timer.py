@@ -30,6 +30,8 @@ class _Output:
 def _runner_class(calls_drafter: bool = True, has_sample: bool = True) -> type:
     class GPUModelRunner:
         device = types.SimpleNamespace(type="cpu")
+        # one worker per engine: the timer's writer rule needs no parallel state
+        parallel_config = types.SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1)
 
         def execute_model(self, scheduler_output: Any, intermediate_tensors: Any = None) -> None:
             time.sleep(0.003)

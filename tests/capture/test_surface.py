@@ -117,3 +117,16 @@ def test_script_refuses_a_path_without_vllm(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 2 and "neither a vLLM wheel nor a directory" in proc.stderr
+
+
+def test_a_missing_layout_field_is_reported_and_refuses_nothing() -> None:
+    read = edited(
+        "data_parallel_index: int = Field(init=False)",
+        "data_parallel_idx: int = Field(init=False)",
+        surface.PARALLEL_CONFIG,
+    )
+    report = surface.check_sources(read)
+    assert report.ok  # a single-worker engine needs none of it
+    assert report.fingerprint == surface.check_installed().fingerprint  # type: ignore[union-attr]
+    row = next(a for a in report.assumptions if a.name == "ParallelConfig layout fields")
+    assert not row.holds and not row.required and "data_parallel_index" in row.detail

@@ -92,6 +92,25 @@ def test_trace_refuses_an_unknown_engine_option_before_anything(tmp_path: Path) 
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("pipeline_parallel_size=2", "--engine-option pipeline parallelism"),
+        ("data_parallel_size=2", "--engine-option data_parallel_size=2: vLLM's in-process LLM"),
+    ],
+)
+def test_trace_refuses_a_parallel_layout_it_cannot_trace(
+    tmp_path: Path, option: str, message: str
+) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", [{"id": "a", "lang": "en", "text": "hi"}])
+    out = tmp_path / "run"
+    status, _, err = cli(
+        ["trace", "--prompts", str(prompts), "--out", str(out), "--engine-option", option]
+    )
+    assert_one_line_error(status, err, message)
+    assert not out.exists()
+
+
 def test_a_server_runs_its_own_engine_arguments(tmp_path: Path) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", [{"id": "a", "lang": "en", "text": "hi"}])
     status, _, err = cli(
@@ -160,6 +179,14 @@ def test_a_plan_engine_table_is_recorded_and_the_prefix_cache_is_off(tmp_path: P
 def test_a_plan_engine_table_cannot_override_what_tokenlens_sets(tmp_path: Path, key: str) -> None:
     text = PLAN.replace('path = "some/model"', f'path = "some/model"\nengine = {{ {key} = "x" }}')
     with pytest.raises(TokenlensError, match=rf"\[\[model\]\] 'm'.engine.{key}: tokenlens sets it"):
+        load_plan(write_plan(tmp_path, text))
+
+
+def test_a_plan_engine_table_with_pipeline_parallelism_is_refused(tmp_path: Path) -> None:
+    text = PLAN.replace(
+        'path = "some/model"', 'path = "some/model"\nengine = { pipeline_parallel_size = 2 }'
+    )
+    with pytest.raises(TokenlensError, match=r"\[\[model\]\] 'm'.engine: pipeline parallelism"):
         load_plan(write_plan(tmp_path, text))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from tokenlens.bench.plan_table import Table as _Table
 from tokenlens.bench.plan_table import unique, where_of
+from tokenlens.capture.layout import options_refusal
 from tokenlens.engine.config import METHODS_WITH_DRAFT_MODEL
 from tokenlens.engine.options import RESERVED
 from tokenlens.errors import TokenlensError
@@ -174,6 +175,8 @@ def _engine_table(t: _Table) -> dict[str, Any]:
                 "tokenlens sets it"
                 + (" from the model's own key of that name" if key in _MODEL_KEYS else ""),
             )
+    if (why := options_refusal(engine)) is not None:  # a layout that cannot be traced
+        raise t.fail("engine", why)
     return engine
 
 

@@ -16,6 +16,11 @@ same step, keyed by the same ``(r, b)``. They replace the placeholders only if e
 accepted draft equals the token that came out (and every id the scheduler did see
 agrees); a step that fails the check keeps its ``-1``s and is counted in
 ``Capture.draft_ids["disagreements"]``.
+
+Under data parallelism each engine core writes its own step file; a request runs on one
+core, so the events are the union of the files, and a request found in two files fails
+the capture (``Capture.split``). Under tensor parallelism one rank writes the runner's file;
+a step found in two runner files is counted in ``draft_ids["duplicate_writers"]``.
 """
 
 from __future__ import annotations
@@ -132,8 +137,15 @@ class Capture:
             "recovered": 0,
             "disagreements": 0,
             "runner_records": 0,
+            "duplicate_writers": 0,
         }
     )
+    # Step files per engine process (``steps-<tag>.jsonl``, one per engine core) and the
+    # steps with drafts each recorded: under data parallelism, the cores' shares.
+    cores: dict[str, int] = field(default_factory=dict)
+    # Requests found in the step files of two engine processes (a request runs on one
+    # engine core: its steps would be numbered wrongly, so the capture fails).
+    split: list[str] = field(default_factory=list)
 
     def table(self) -> pa.Table:
         return pa.table(self.rows, schema=EVENTS_WRITE_SCHEMA)
@@ -148,14 +160,25 @@ def _add_output(capture: Capture, rid: str, base: int, tokens: list[int]) -> Non
     out.extend(tokens)
 
 
-def load_runner_drafts(directory: Path) -> dict[tuple[str, int], list[int]]:
+def load_runner_drafts(
+    directory: Path, duplicates: list[str] | None = None
+) -> dict[tuple[str, int], list[int]]:
     """``(engine request id, b) -> drafts`` from the model runner's files (last one wins:
-    a step vLLM re-ran after a preemption replaces the stale one)."""
+    a step vLLM re-ran after a preemption replaces the stale one).
+
+    One engine has one writing runner (:mod:`tokenlens.capture.layout`), so a key found
+    in two files means two ranks recorded the same step: it is appended to
+    ``duplicates`` (the manifest's ``draft_ids.duplicate_writers``).
+    """
     out: dict[tuple[str, int], list[int]] = {}
+    owner: dict[tuple[str, int], str] = {}
     for path in sorted(directory.glob(RUNNER_DRAFTS_GLOB)):
         for line in read_jsonl(path):
             for rec in line["reqs"]:
-                out[(rec["r"], rec["b"])] = rec["d"]
+                key = (rec["r"], rec["b"])
+                if owner.setdefault(key, path.name) != path.name and duplicates is not None:
+                    duplicates.append(f"{key[0]} at {key[1]}: {owner[key]} and {path.name}")
+                out[key] = rec["d"]
     return out
 
 
@@ -226,10 +249,14 @@ def build_capture(
     """
     id_map = load_id_map(directory) if id_map is None else id_map
     capture = Capture()
-    runner = load_runner_drafts(directory)
+    duplicates: list[str] = []
+    runner = load_runner_drafts(directory, duplicates)
     capture.draft_ids["runner_records"] = len(runner)
+    capture.draft_ids["duplicate_writers"] = len(duplicates)
     steps: dict[str, int] = {}
+    home: dict[str, str] = {}  # run request id -> the step file that recorded it
     for path in step_files(directory):
+        capture.cores[path.name] = 0
         for line in read_jsonl(path):
             if "h" in line:  # written since the hook times itself
                 capture.timing.append((line["h"], line.get("w"), line.get("wt")))
@@ -239,7 +266,10 @@ def build_capture(
                     continue
                 if rec.get("n") and rec.get("b") is not None:
                     _add_output(capture, rid, rec["b"], rec["g"][: rec["n"]])
+                if home.setdefault(rid, path.name) != path.name and rid not in capture.split:
+                    capture.split.append(rid)
                 if "d" in rec:
                     _add_events(capture, rid, steps.get(rid, 0), rec, runner)
                     steps[rid] = steps.get(rid, 0) + 1
+                    capture.cores[path.name] += 1
     return capture

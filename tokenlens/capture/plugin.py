@@ -22,16 +22,14 @@ Which vLLM releases qualify is decided by the surface, not by a version list; th
 version only sets the *tier* recorded with the run (:mod:`tokenlens.capture.tiers`).
 A scheduler subclass that overrides a hooked method gets the hook on its override too
 (same signature) or is refused, including subclasses defined after the plugin loaded
-(a ``scheduler_cls`` of vLLM's config). Nothing happens unless ``TOKENLENS_TRACE_DIR``
-is set. Errors inside the recorder disable tracing (logged once) and never propagate
-into vLLM.
+(a ``scheduler_cls`` of vLLM's config); so is, at its first step, a parallel layout
+that cannot be traced exactly (:mod:`tokenlens.capture.layout`). Nothing happens unless
+``TOKENLENS_TRACE_DIR`` is set. Errors in the recorder disable tracing, never vLLM.
 
 Why one file over 450 lines: this is the hook's whole contact with vLLM's scheduler
 (installing it, refusing an override, the wrapped methods of :class:`_Hook` and what
-they read from the scheduler), read side by side at every vLLM upgrade; it runs
-inside vLLM's processes, so its imports stay few (the recorder, the surface check,
-the tiers and two plain engine modules) and splitting it would only spread that
-contact over more files.
+they read from the scheduler), read side by side at every vLLM upgrade; splitting it
+would only spread that contact over more files.
 """
 
 from __future__ import annotations
@@ -47,6 +45,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tokenlens.capture.layout import config_layout, refusal, runner_parallel_config
 from tokenlens.capture.recorder import StepRecorder, write_status
 from tokenlens.capture.source_ast import calls_super, stats_calls
 from tokenlens.capture.step_records import StepSnapshot
@@ -215,7 +214,6 @@ def _info(report: SurfaceReport, tier: Tier) -> dict[str, Any]:
         "tier": tier.name,
         "tier_note": tier.note,
         "fingerprint": report.fingerprint,
-        "pid": os.getpid(),
     }
 
 
@@ -392,14 +390,13 @@ class _Hook:
 
     # -- the three moments of a step ------------------------------------------------
     def _begin(self, sched: Any, scheduler_output: Any, model_runner_output: Any) -> None:
-        """Before vLLM appends anything: where each request's new tokens will land.
-
-        Columns, one comprehension each, written as they are
-        (:mod:`tokenlens.capture.step_records`).
-        """
+        """Before vLLM appends anything: where each request's new tokens will land
+        (columns, :mod:`tokenlens.capture.step_records`)."""
         if not self.seen_scheduler:
             self.seen_scheduler = True
             self._status("recording", sched)
+            if (why := refusal(self.info["parallel"])) is not None:
+                return self._refuse(why)  # one line; vLLM goes on untraced
         step = StepSnapshot()
         sampled = model_runner_output.sampled_token_ids
         if sampled is not None and len(sampled):
@@ -486,6 +483,7 @@ def _scheduler_info(sched: Any) -> dict[str, Any]:
         # bonus token after the accepted drafts, so the first rejected position emits none.
         "num_sampled_tokens_per_step": getattr(sched, "num_sampled_tokens_per_step", None),
         "engine": _engine_facts(sched),
+        "parallel": config_layout(runner_parallel_config(sched)),
     }
 
 

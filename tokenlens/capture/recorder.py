@@ -1,8 +1,11 @@
 """Append-only, crash-safe step files written inside vLLM's engine processes.
 
-One file per process (``steps-<host>-<pid>.jsonl``; the model runner's draft ids go to
-``drafts-<host>-<pid>.jsonl``): engines of a data-parallel deployment never share a
-file. Each scheduler step is one JSON line.
+One file per process (``steps-<tag>.jsonl``; the model runner's draft ids go to
+``drafts-<tag>.jsonl``, status files to ``<prefix>-<tag>.json``), where ``<tag>`` is
+:func:`process_tag`: host, pid and a random part drawn once per process. Engine cores
+of a data-parallel deployment and the ranks of a tensor-parallel one never share a
+file, also across hosts that share a name and a trace directory, or a pid reused
+inside a container. Each scheduler step is one JSON line.
 
 Serialising and writing happen on a writer thread, off the scheduler's thread: the
 hook only hands over the step's columns (a deque append: no lock, no wake-up), and the
@@ -26,6 +29,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import secrets
 import socket
 import threading
 import time
@@ -40,6 +44,20 @@ FSYNC_SECONDS = 2.0
 # handed the GIL to the writer right when the scheduler needed it again (measured on
 # vLLM's real Scheduler at batch 64: update_from_output 5.1 ms hooked vs 0.8 ms).
 WRITE_SECONDS = 0.05
+_tag: tuple[int, str] | None = None  # (pid, tag): drawn again in a forked child
+
+
+def process_tag() -> str:
+    """``<host>-<pid>-<6 hex>``: this process's part of every file name it writes.
+
+    The random part is drawn once per process (again after a fork, which changes the
+    pid), so two processes never write the same file, whatever their hosts and pids.
+    """
+    global _tag
+    pid = os.getpid()
+    if _tag is None or _tag[0] != pid:
+        _tag = (pid, f"{socket.gethostname()}-{pid}-{secrets.token_hex(3)}")
+    return _tag[1]
 
 
 class StepRecorder:
@@ -70,7 +88,7 @@ class StepRecorder:
 
     @property
     def path(self) -> Path:
-        return self.directory / f"{self.prefix}-{socket.gethostname()}-{os.getpid()}.jsonl"
+        return self.directory / f"{self.prefix}-{process_tag()}.jsonl"
 
     def _open(self) -> TextIO:
         if self._fh is None:
@@ -185,20 +203,22 @@ def _plain(value: Any) -> Any:
 
 
 def status_path(directory: str | Path, prefix: str = "capture") -> Path:
-    return Path(directory) / f"{prefix}-{socket.gethostname()}-{os.getpid()}.json"
+    return Path(directory) / f"{prefix}-{process_tag()}.json"
 
 
 def write_status(directory: str | Path, data: dict[str, Any]) -> None:
     """This process's capture status (tier, scheduler, failures), replaced atomically.
 
     Written when the hook first sees a scheduler, and again if the capture fails or is
-    refused: rare events, so a whole-file rewrite is fine.
+    refused: rare events, so a whole-file rewrite is fine. ``pid`` and ``tag`` (this
+    process's part of its file names) are the writing process's, also in a process
+    forked after the hook was installed.
     """
-    write_json_status(directory, "capture", data)
+    write_json_status(directory, "capture", {"pid": os.getpid(), "tag": process_tag(), **data})
 
 
 def write_json_status(directory: str | Path, prefix: str, data: dict[str, Any]) -> None:
-    """``<prefix>-<host>-<pid>.json`` in ``directory``, replaced atomically."""
+    """``<prefix>-<tag>.json`` in ``directory`` (:func:`process_tag`), replaced atomically."""
     path = status_path(directory, prefix)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

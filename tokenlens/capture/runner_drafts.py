@@ -15,7 +15,7 @@ This hook wraps ``prepare_inputs``. After vLLM built the batch it queues, on the
 runner's stream, asynchronous copies of ``draft_tokens`` and ``total_len`` (the
 requests' prompt + output lengths; a few kB) to the host and an event after them; the
 writer thread waits for the event, picks the batch's rows and writes one line per step
-to ``drafts-<host>-<pid>.jsonl``::
+to ``drafts-<tag>.jsonl`` (:func:`tokenlens.capture.recorder.process_tag`)::
 
     {"seq": 3, "t": 1764453612.5, "reqs": [{"r": "0-3f2a9c1b", "b": 7, "d": [11, 12, 13]}]}
 
@@ -31,6 +31,12 @@ the live classes and their sources (fields, the call above, the kernel's prefix 
 the request state's tensors); if it changed, one error line in vLLM's log and a status
 file say so, nothing is patched, and the run's manifest says its draft ids are not
 recoverable. Errors at run time stop this hook only, never vLLM.
+
+Under tensor parallelism every worker runs this hook; only the engine's one writer
+(tensor-parallel rank 0 on the last pipeline stage, read from vLLM's parallel state:
+:func:`tokenlens.capture.layout.writer_ranks`) records, so each draft is written once.
+Its status file names the ranks; a worker whose rank cannot be read in a layout of
+several workers records nothing and says why.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenlens.capture.layout import IDLE, runner_parallel_config, writer_ranks
 from tokenlens.capture.recorder import StepRecorder, write_json_status
 
 RUNNER_MODULE = "vllm.v1.worker.gpu.model_runner"
@@ -221,10 +228,15 @@ class RunnerHook:
         if not hasattr(getattr(states, "total_len", None), "gpu"):
             self.refuse("runner.req_states.total_len has no device tensor (.gpu)")
             return
-        self.writes = _writes_for_engine(runner)
+        writes, ranks = writer_ranks(runner_parallel_config(runner))
+        if writes is None:
+            self.refuse(ranks["problem"])
+            return
+        self.writes = writes
         speculator = getattr(runner, "speculator", None)
         info: dict[str, Any] = {
-            "state": "recording" if self.writes else "idle (not the first tensor-parallel rank)",
+            "state": "recording" if writes else IDLE,
+            "ranks": ranks,
             "runner": "v2",
             "runner_class": f"{type(runner).__module__}.{type(runner).__qualname__}",
             "speculator_class": (
@@ -300,18 +312,6 @@ def _fence(tensor: Any) -> Any:
         event.record()
         return event
     return None
-
-
-def _writes_for_engine(runner: Any) -> bool:
-    """One writer per engine: the first tensor-parallel rank of the last pipeline stage."""
-    if not getattr(runner, "is_last_pp_rank", True):
-        return False
-    try:
-        from vllm.distributed import get_tensor_model_parallel_rank
-
-        return int(get_tensor_model_parallel_rank()) == 0
-    except Exception:
-        return True
 
 
 def _vllm_logger() -> logging.Logger:

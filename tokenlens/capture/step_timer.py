@@ -12,7 +12,9 @@ wraps, in the process that runs the model:
 - V2 runner (``vllm.v1.worker.gpu.model_runner.GPUModelRunner``): the same two step
   methods, and the runner's ``speculator.propose`` on the instance (its first step).
 
-Each step becomes one line of ``steptimes-<host>-<pid>.jsonl`` in the trace directory
+Under tensor parallelism only the engine's one writer rank times
+(:func:`tokenlens.capture.layout.writer_ranks`; the others say ``idle`` in their status).
+Each step becomes one line of ``steptimes-<tag>.jsonl`` in the trace directory
 (:class:`~tokenlens.capture.recorder.StepRecorder`'s format, one record)::
 
     {"seq": 7, "t": 1764.5, "reqs": [{"s": 0.052, "d": 0.046, "src": "cuda",
@@ -26,7 +28,7 @@ step of decodes only), ``o`` the timer's own seconds on the runner's thread.
 
 The surface is checked first (the methods exist, and the step method calls the
 drafting one as assumed); if it changed, nothing is wrapped (or only the steps, with
-drafting unavailable) and ``steptimer-<host>-<pid>.json`` says why. Errors at run
+drafting unavailable) and ``steptimer-<tag>.json`` says why. Errors at run
 time stop the timer, never vLLM. Nothing here imports vLLM or torch at module level.
 """
 
@@ -41,12 +43,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tokenlens.capture.layout import IDLE, runner_parallel_config, writer_ranks
 from tokenlens.capture.recorder import StepRecorder, write_json_status
 
 V1_MODULE = "vllm.v1.worker.gpu_model_runner"
 V2_MODULE = "vllm.v1.worker.gpu.model_runner"
 TIMES_PREFIX = "steptimes"
-STATUS_PREFIX = "steptimer"
+STATUS_PREFIX = "steptimer"  # tokenlens.capture.summary.TIMER_STATUS_GLOB reads these
 STEP_METHODS = ("execute_model", "sample_tokens")
 # How the step method reaches the drafter, per runner: (method name, call text).
 DRAFT_CALLS = {
@@ -133,9 +136,16 @@ class StepTimer:
         t0 = time.perf_counter()
         if self.cuda is None:
             self.cuda = getattr(getattr(runner, "device", None), "type", None) == "cuda"
+            writes, ranks = writer_ranks(runner_parallel_config(runner))
+            if not writes:  # another rank times this engine's steps (or none may)
+                self.enabled = False
+                problem = ranks.get("problem")
+                self.status({"state": "refused", "problem": problem} if problem else
+                            {"state": IDLE, "ranks": ranks})  # fmt: skip
+                return
             self.status(
                 {"state": "timing", "source": "cuda" if self.cuda else "cpu",
-                 "draft": self.draft_problem or "timed"}
+                 "draft": self.draft_problem or "timed", "ranks": ranks}
             )  # fmt: skip
         if self.runner == "V2" and not self.wrapped_speculator and self.draft_problem is None:
             self._wrap_speculator(runner)

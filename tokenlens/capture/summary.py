@@ -22,6 +22,7 @@ from tokenlens.capture.reconcile import per_request_summary
 
 STATUS_GLOB = "capture-*.json"
 RUNNER_STATUS_GLOB = "runner-*.json"
+TIMER_STATUS_GLOB = "steptimer-*.json"
 
 
 def read_statuses(directory: Path, glob: str = STATUS_GLOB) -> list[dict[str, Any]]:
@@ -122,6 +123,42 @@ def empty_step_count(manifest: dict[str, Any]) -> int:
     return int(empty.get("count") or 0) if isinstance(empty, dict) else 0
 
 
+def once_problems(capture: Capture) -> list[str]:
+    """Why some draft may have been recorded more than once (empty: each once)."""
+    out = []
+    if capture.split:
+        out.append(
+            f"{len(capture.split)} request(s) recorded by two engine processes "
+            f"(first: {capture.split[0]})"
+        )
+    if capture.draft_ids.get("duplicate_writers"):
+        out.append(
+            f"{capture.draft_ids['duplicate_writers']} model-runner step(s) recorded by two "
+            "ranks of one engine"
+        )
+    return out
+
+
+def engine_cores(seen: list[dict[str, Any]], capture: Capture) -> list[dict[str, Any]]:
+    """One entry per engine process that ran a scheduler: its data-parallel index (vLLM's
+    ``data_parallel_index``), host-free pid, and the verification steps it recorded."""
+    steps = {
+        name.removeprefix("steps-").removesuffix(".jsonl"): n for name, n in capture.cores.items()
+    }
+    out = []
+    for status in seen:
+        parallel = status.get("parallel") or {}
+        out.append(
+            {
+                "pid": status.get("pid"),
+                "tag": status.get("tag"),
+                "data_index": parallel.get("data_index"),
+                "steps_with_drafts": steps.get(str(status.get("tag")), None),
+            }
+        )
+    return sorted(out, key=lambda c: (c["data_index"] is None, c["data_index"] or 0, c["pid"] or 0))
+
+
 def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) -> dict[str, Any]:
     """The manifest's ``capture`` object (see docs/formats.md)."""
     statuses = read_statuses(directory)
@@ -129,10 +166,11 @@ def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) 
     seen = [s for s in statuses if "scheduler_class" in s or s.get("state") != "recording"]
     first = seen[0] if seen else (statuses[0] if statuses else {})
     problems = [f"pid {s.get('pid')}: {s['problem']}" for s in seen if s.get("problem")]
+    problems += once_problems(capture)
     states = {s.get("state") for s in seen}
     if "refused" in states:
         state = "refused"
-    elif "failed" in states:
+    elif "failed" in states or once_problems(capture):
         state = "failed"
     elif not seen:
         state = "silent"  # the hook never saw a scheduler step
@@ -150,12 +188,58 @@ def capture_summary(directory: Path, capture: Capture, events: pa.Table | None) 
         "per_request_metrics": first.get("per_request_metrics"),
         "num_sampled_tokens_per_step": first.get("num_sampled_tokens_per_step"),
         "engine_processes": len(seen),
+        "engine_cores": engine_cores(seen, capture),
         "placeholder_drafts": placeholder_stats(events),
         "draft_ids": draft_id_summary(directory, capture, events),
         "filler_drafts": capture.fillers,
         "steps_without_draft_tokens": empty_steps_json(capture.empty_steps),
         "hook": hook_cost(capture),
     }
+
+
+def parallel_seen(directory: Path) -> dict[str, Any]:
+    """What the capture's processes saw of vLLM's parallel layout.
+
+    ``engine_cores``: processes that ran a scheduler; ``data_parallel_indices``: their
+    ``data_parallel_index`` values; ``worker_ranks``: each worker-side recorder (the
+    Model Runner V2 draft ids, the step timer) with its ranks and whether it recorded.
+    """
+    cores = [s for s in read_statuses(directory) if "scheduler_class" in s]
+    indices = {(s.get("parallel") or {}).get("data_index") for s in cores} - {None}
+    workers = []
+    for recorder, glob in (("model_runner", RUNNER_STATUS_GLOB), ("step_timer", TIMER_STATUS_GLOB)):
+        for status in read_statuses(directory, glob):
+            ranks = status.get("ranks")
+            if isinstance(ranks, dict):
+                keep = ("tp", "pp", "pcp", "data_index", "rank_source")
+                workers.append(
+                    {
+                        "recorder": recorder,
+                        "state": status.get("state"),
+                        **{k: ranks.get(k) for k in keep},
+                    }
+                )
+    workers.sort(key=lambda w: (w["recorder"], str(w["data_index"]), w["tp"] or 0, w["pp"] or 0))
+    return {
+        "engine_cores": len(cores),
+        "data_parallel_indices": sorted(indices),
+        "worker_ranks": workers,
+    }
+
+
+def with_parallel_seen(engine: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """``engine`` with ``parallel`` completed by :func:`parallel_seen`.
+
+    vLLM resets ``data_parallel_size`` to 1 inside each engine core of a dense model
+    (each core is an independent engine), so where more cores were seen than the config
+    says, ``data`` is the number of data-parallel indices seen and ``data_source`` says so.
+    """
+    parallel = {**(engine.get("parallel") or {}), **parallel_seen(directory)}
+    seen = len(parallel["data_parallel_indices"])
+    if seen > (parallel.get("data") or 1):
+        parallel["data"] = seen
+        parallel["data_source"] = "engine cores seen (vLLM resets a dense model's core to 1)"
+    return {**engine, "parallel": parallel}
 
 
 SERVED_WORKERS = (

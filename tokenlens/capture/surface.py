@@ -52,6 +52,15 @@ REQUEST = "vllm/v1/request.py"
 SPEC_METRICS = "vllm/v1/spec_decode/metrics.py"
 REQUEST_METRICS = "vllm/v1/metrics/stats.py"
 OBSERVABILITY = "vllm/config/observability.py"
+PARALLEL_CONFIG = "vllm/config/parallel.py"
+PARALLEL_STATE = "vllm/distributed/parallel_state.py"
+# What tokenlens.capture.layout reads: ParallelConfig's sizes and data-parallel index,
+# and the worker's ranks from vLLM's parallel-state groups (GroupCoordinator fields).
+LAYOUT_FIELDS = frozenset(
+    {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_index"}
+)
+RANK_FUNCTIONS = ("get_tp_group", "get_pp_group")
+GROUP_FIELDS = frozenset({"rank_in_group", "world_size"})
 
 UPDATE_PARAMS = ("self", "scheduler_output", "model_runner_output")
 STATS_PARAMS = (
@@ -160,6 +169,7 @@ class _Checker:
         self._fields(sched)
         self._async()
         self._optional()
+        self._layout()
 
     def _signatures(self, sched: ast.ClassDef | None) -> None:
         for name, want in (
@@ -300,6 +310,30 @@ class _Checker:
             "ObservabilityConfig.per_request_spec_decode_metrics",
             ok,
             "engine argument" if ok else "not in this vLLM",
+            required=False,
+        )
+
+    def _layout(self) -> None:
+        """What the parallel layout is read from (optional: a layout of one worker per
+        engine core needs none of it; without it, several workers record no draft ids)."""
+        tree = self.tree(PARALLEL_CONFIG)
+        have = class_fields(find_class(tree, "ParallelConfig") if tree is not None else None)
+        self.add(
+            "ParallelConfig layout fields",
+            have >= LAYOUT_FIELDS,
+            ", ".join(sorted(LAYOUT_FIELDS))
+            if have >= LAYOUT_FIELDS
+            else f"missing {sorted(LAYOUT_FIELDS - have)} in {PARALLEL_CONFIG}",
+            required=False,
+        )
+        tree = self.tree(PARALLEL_STATE)
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} if tree else set()
+        group = class_fields(find_class(tree, "GroupCoordinator") if tree is not None else None)
+        missing = sorted(set(RANK_FUNCTIONS) - names) + sorted(GROUP_FIELDS - group)
+        self.add(
+            "parallel-state ranks (get_tp_group, get_pp_group, GroupCoordinator.rank_in_group)",
+            not missing,
+            PARALLEL_STATE if not missing else f"missing {missing} in {PARALLEL_STATE}",
             required=False,
         )
 

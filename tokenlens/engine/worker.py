@@ -62,18 +62,28 @@ PREFIX_HITS = "vllm:prefix_cache_hits"
 CPU_KV_CACHE_BYTES = 2 * GiB
 
 
-def cpu_thread_env(cores: int | None = None) -> dict[str, str]:
-    """OpenMP binding for the CPU build: all cores, none reserved.
+def cpu_thread_env(cores: int | None = None, workers: int = 1) -> dict[str, str]:
+    """OpenMP binding for the CPU build: all cores, none reserved, split over ``workers``.
 
     vLLM's default on a 2-core machine binds the model to one core and reserves the
-    other for the front end, which halves decoding speed here.
+    other for the front end, which halves decoding speed here. With several workers
+    (tensor x pipeline parallel) vLLM wants one list per rank, separated by ``|``.
     """
     n = cores or os.cpu_count() or 1
-    return {"VLLM_CPU_OMP_THREADS_BIND": f"0-{n - 1}", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    per = max(n // max(workers, 1), 1)
+    spans = [((w * per) % n, min((w * per) % n + per, n) - 1) for w in range(max(workers, 1))]
+    bind = "|".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+    return {"VLLM_CPU_OMP_THREADS_BIND": bind, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+
+
+def _workers(config: EngineConfig) -> int:
+    """Model workers per engine the engine options ask for (tensor x pipeline parallel)."""
+    sizes = [config.extra.get(k, 1) for k in ("tensor_parallel_size", "pipeline_parallel_size")]
+    return sizes[0] * sizes[1] if all(isinstance(s, int) for s in sizes) else 1
 
 
 def _apply_env(config: EngineConfig) -> None:
-    for key, value in cpu_thread_env().items():
+    for key, value in cpu_thread_env(workers=_workers(config)).items():
         os.environ.setdefault(key, value)
     os.environ.update(config.env)
     if config.trace_dir is not None:

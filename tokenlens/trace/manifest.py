@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens import __version__
-from tokenlens.capture.summary import served_engine_facts
+from tokenlens.capture.summary import served_engine_facts, with_parallel_seen
 from tokenlens.engine.options import (
     options_label,
 )
@@ -134,6 +134,8 @@ def engine_fields(
     engine = backend_info.get("engine")
     if engine is None and capture is not None:
         engine = served_engine_facts(capture)
+    if engine is not None and capture is not None:
+        engine = with_parallel_seen(engine, capture)  # the ranks and cores that recorded
     fields["engine"] = engine
     return fields
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tokenlens.capture.layout import options_refusal
 from tokenlens.capture.recorder import WRITE_SECONDS
 from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import (
@@ -77,6 +78,8 @@ def _local(
     """A vLLM engine in a worker subprocess, recording into ``out/capture/``."""
     vllm_version = installed_vllm()  # before minutes of model building, not after
     check_engine_options(config.engine_options, installed_engine_arguments())
+    if (why := options_refusal(config.engine_options)) is not None:
+        raise TokenlensError(f"--engine-option {why}")
     precheck_capture(config, progress)
     jobs = trace_jobs(config, prompts)
     RunWriter.check_free(config.out, config.overwrite)
