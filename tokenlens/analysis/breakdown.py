@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
+from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
 
 
@@ -40,18 +41,9 @@ class Breakdown:
     rows: str
 
 
-BREAKDOWNS = (
-    Breakdown("by_script", "script", "judged"),
-    Breakdown("by_pos", "pos", "judged"),
-    Breakdown("by_particle", "particle_type", "judged"),
-    Breakdown("by_boundary", "boundary", "judged"),
-    Breakdown("by_transition", "transition", "judged"),
-    Breakdown("by_word_initial", "morph_initial", "judged"),
-    Breakdown("by_output_position", "output_bucket", "judged"),
-    Breakdown("by_bpe_rank", "rank_bucket", "judged"),
-    Breakdown("by_byte_length", "bytes_bucket", "judged"),
-    Breakdown("by_confidence", "conf_bucket", "judged"),
-    Breakdown("by_draft_rank", "draft_target_rank", "judged"),
+# One judged-rows table per breakdown of the token-class table, in its order.
+BREAKDOWNS = tuple(
+    Breakdown(c.breakdown, c.column, "judged") for c in TOKEN_CLASSES if c.breakdown is not None
 )
 
 

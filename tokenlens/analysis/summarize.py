@@ -39,6 +39,7 @@ from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
+from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
     configurations,
@@ -49,7 +50,7 @@ from tokenlens.analysis.verdicts import (
 from tokenlens.engine.methods import family_of
 from tokenlens.format_version import ANALYSIS, stamp
 
-DESCRIBE_BY = ("script", "boundary", "particle_type", "rank_bucket")
+DESCRIBE_BY = decomposed()  # from the token-class table, in the decomposition's order
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
 from tokenlens.analysis.summary_file import RunSummary, Summary, parse_summary
 from tokenlens.analysis.tables_length import byte_length_lines
+from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
     LANG_ORDER,
@@ -34,13 +35,6 @@ from tokenlens.format import (
 
 PARTS = ("gap", "composition", "within", "out_of_support")
 FAMILY_WORDS = {"trained": "trained drafters", "training_free": "training-free (n-gram) drafters"}
-COLUMN_WORDS = {
-    "script": "script",
-    "particle_type": "particle type",
-    "pos": "part of speech",
-    "boundary": "morpheme boundary",
-    "position": "draft position (conditional: judged rows at p)",
-}
 STATUS_WORDS = {
     "compared": "",
     "only_ja": "Japanese only: not compared",
@@ -220,7 +214,7 @@ def _classes(s: Summary) -> list[str]:
     for name, fam in classes.families.items():
         for column, table in fam.by.items():
             lines += [
-                f"### {family_words(name)}, {COLUMN_WORDS.get(column, column)} "
+                f"### {family_words(name)}, {class_label(column)} "
                 f"({table.comparisons} compared; runs {', '.join(fam.runs)})",
                 "",
                 "| " + " | ".join(CLASS_HEADER) + " |",

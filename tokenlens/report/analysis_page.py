@@ -23,7 +23,8 @@ from tokenlens.analysis.summary_file import (
     Summary,
     load_summary,
 )
-from tokenlens.analysis.tables import COLUMN_WORDS, class_rows, family_words
+from tokenlens.analysis.tables import class_rows, family_words
+from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
 from tokenlens.format import (
@@ -189,8 +190,7 @@ def _class_tables(summary: Summary) -> list[dict[str, Any]]:
         return []
     return [
         {
-            "title": f"{family_words(name)}, {COLUMN_WORDS.get(column, column)} "
-            f"({table.comparisons} compared)",
+            "title": f"{family_words(name)}, {class_label(column)} ({table.comparisons} compared)",
             "rows": class_rows(table),
         }
         for name, fam in summary.classes.families.items()
