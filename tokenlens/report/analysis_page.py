@@ -23,7 +23,6 @@ from tokenlens.analysis.summary_file import (
     Summary,
     load_summary,
 )
-from tokenlens.analysis.tables import class_rows, family_words
 from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
@@ -40,6 +39,7 @@ from tokenlens.report import tokenview
 from tokenlens.report.charts import POSITION_SECTIONS, RATE_SECTIONS, all_charts, scope_words
 from tokenlens.report.export import export_charts
 from tokenlens.report.html import chart_page
+from tokenlens.report.tables import class_rows, family_words
 
 REPORT = "report.html"
 CHARTS_DIR = "charts"

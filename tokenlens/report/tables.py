@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.analysis import rejection_rows
+from tokenlens.analysis.pipeline import SUMMARY
 from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
-from tokenlens.analysis.summary_file import RunSummary, Summary, parse_summary
-from tokenlens.analysis.tables_length import byte_length_lines
+from tokenlens.analysis.summary_file import RunSummary, Summary, load_summary, parse_summary
 from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
@@ -32,7 +32,9 @@ from tokenlens.format import (
     qty,
     rate_cell,
 )
+from tokenlens.report.tables_length import byte_length_lines
 
+TABLES = "tables.md"
 PARTS = ("gap", "composition", "within", "out_of_support")
 FAMILY_WORDS = {"trained": "trained drafters", "training_free": "training-free (n-gram) drafters"}
 STATUS_WORDS = {
@@ -427,5 +429,8 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_tables(summary: Summary | Mapping[str, Any], path: Path) -> None:
-    path.write_text(render(summary), encoding="utf-8")
+def write_tables(analysis_dir: Path) -> Path:
+    """Write ``tables.md`` beside the ``summary.json`` of ``analysis_dir``; its path."""
+    path = analysis_dir / TABLES
+    path.write_text(render(load_summary(analysis_dir / SUMMARY)), encoding="utf-8")
+    return path
