@@ -19,7 +19,7 @@ file are read by hand. The whole dict stays available as :attr:`Summary.raw` for
 parts no typed view needs yet (the charts walk the breakdowns generically).
 
 Only the standard library: :mod:`tokenlens.format` reads these objects by attribute
-as it reads dicts by key (:func:`tokenlens.format.stat_get`).
+only (a dict does not print: it is read into these types first).
 """
 
 from __future__ import annotations
