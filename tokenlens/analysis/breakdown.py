@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
+from tokenlens.analysis.summary_figures import Rate
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
 
@@ -116,11 +117,9 @@ def rates(
             if requests[j] == 0 or den.point[j] == 0:  # no row of this group
                 continue
             n = int(den.point[j])
-            entry = estimate(point[j], lo[j], hi[j], n).to_json("rate")
-            entry.update(
-                accepted=int(num.point[j]), requests=int(requests[j]), sparse=n < min_count
-            )
-            block[name] = entry
+            figure = estimate(point[j], lo[j], hi[j], n)
+            rate = Rate.of(figure, int(num.point[j]), int(requests[j]), n < min_count)
+            block[name] = rate.to_json()
         out[lang] = block
     return out
 
