@@ -18,11 +18,11 @@ from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_file import (
     SUMMARY,
     Hypothesis,
-    RejectionFamily,
     RunSummary,
     Summary,
     load_summary,
 )
+from tokenlens.analysis.summary_sections import RejectionFamily
 from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError

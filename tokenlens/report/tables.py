@@ -17,9 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.analysis import rejection_rows
-from tokenlens.analysis.pipeline import SUMMARY
 from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
-from tokenlens.analysis.summary_file import RunSummary, Summary, load_summary, parse_summary
+from tokenlens.analysis.summary_file import (
+    SUMMARY,
+    RunSummary,
+    Summary,
+    load_summary,
+    parse_summary,
+)
 from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
