@@ -19,6 +19,7 @@ import pytest
 from tests.support import REPO
 from tokenlens.analysis.bootstrap import estimate, missing
 from tokenlens.analysis.summary_figures import Estimate, Rate, Share
+from tokenlens.analysis.summary_file import Scope
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
 
 BREAKDOWNS = {c.breakdown for c in TOKEN_CLASSES if c.breakdown}
@@ -70,3 +71,12 @@ def test_committed_figures_write_back_as_they_are(path: Path) -> None:
         check = (h.get("check") or {}).get("effect")
         if isinstance(check, dict) and "value" in check:
             assert Estimate.parse(check).to_json() == check  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_committed_scope_writes_back_as_it_is(path: Path) -> None:
+    """``scope`` is built as a :class:`Scope` record and written by the generic writer."""
+    raw = json.loads(path.read_text("utf-8")).get("scope")
+    if not raw:
+        pytest.skip("written before scope")
+    assert Scope.parse(raw).to_json() == raw  # type: ignore[union-attr]
