@@ -4,8 +4,11 @@ Expected texts are written out by hand, so a changed precision or rule shows her
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from tokenlens.analysis.summary_figures import Estimate, Rate
 from tokenlens.format import (
     MISSING,
     code,
@@ -49,13 +52,16 @@ def test_anything_not_a_finite_number_is_missing(value: object) -> None:
 
 def test_units_and_intervals() -> None:
     assert qty(-0.0123, "pp") == "-1.2 pp" and qty(1.4, "speedup") == "1.40×"
-    stat = {"value": -0.062, "ci_low": -0.079, "ci_high": -0.046}
+    stat = Estimate(value=-0.062, ci_low=-0.079, ci_high=-0.046)
     assert interval(stat, "pp") == "-6.2 pp [-7.9, -4.6]"
     assert interval_prose(stat, "pp") == "-6.2 pp (95% CI -7.9 to -4.6)"
-    assert interval_prose({"value": -0.12, "ci_low": -0.18, "ci_high": -0.06}, "pct") == (
+    assert interval_prose(Estimate(value=-0.12, ci_low=-0.18, ci_high=-0.06), "pct") == (
         "-12% (95% CI -18% to -6%)"
     )
-    assert interval({"value": 0.5, "ci_low": None, "ci_high": 0.6}, "rate") == "0.500"
+    assert interval(Estimate(value=0.5, ci_low=None, ci_high=0.6), "rate") == "0.500"
+    # a dict is not a figure: it is typed (summary.json's reader) before it prints
+    with pytest.raises(TypeError, match="typed"):
+        interval({"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}, "rate")
     assert interval(None, "pp") == MISSING and interval_prose(None, "pp") == "n/a"
     assert spread(12.3, 11.94, 12.46, "throughput") == "12.3 (11.9–12.5)"
     assert spread(12.3, 12.31, 12.34, "throughput") == "12.3"  # the range rounds away
@@ -63,10 +69,10 @@ def test_units_and_intervals() -> None:
 
 
 def test_rate_cell_marks_sparse_groups_and_counts() -> None:
-    stat = {"rate": 0.467, "ci_low": 0.286, "ci_high": 0.636, "n": 15, "sparse": True}
+    stat = Rate(rate=0.467, ci_low=0.286, ci_high=0.636, n=15, sparse=True)
     assert rate_cell(stat) == "0.467 [0.286, 0.636]*"
     assert rate_cell(stat, count=True) == "0.467 [0.286, 0.636] (n=15)*"
-    assert rate_cell(dict(stat, sparse=False)) == "0.467 [0.286, 0.636]"
+    assert rate_cell(replace(stat, sparse=False)) == "0.467 [0.286, 0.636]"
     assert rate_cell(None) == MISSING
 
 

@@ -112,13 +112,12 @@ def qty(value: Any, kind: str) -> str:
     return text if text == MISSING else text + FORMATS[kind].unit
 
 
-def stat_get(stat: Any, key: str) -> Any:
-    """``stat[key]`` of a dict from a file, or the attribute ``key`` of a typed figure
-    (:mod:`tokenlens.analysis.summary_file`); None when it has none."""
-    if stat is None:
-        return None
+def _field(stat: Any, key: str) -> Any:
+    """The attribute ``key`` of a typed figure (an ``Estimate`` or ``Rate`` of
+    ``tokenlens.analysis.summary_figures``, read by summary.json's one reader); None for
+    no figure or no such field. A dict is refused: a figure is typed before it prints."""
     if isinstance(stat, Mapping):
-        return stat.get(key)
+        raise TypeError("a figure prints from its typed form (summary_figures), not a dict")
     return getattr(stat, key, None)
 
 
@@ -127,10 +126,10 @@ def not_estimable(stat: Any, key: str = "value") -> str | None:
 
     summary.json never prints an unestimable part as 0: it is null with a
     ``not_estimable`` reason, and every view says so in the same words. ``stat`` is a
-    dict from a file or a typed figure (:func:`stat_get`).
+    typed figure (:func:`_field`).
     """
-    why = stat_get(stat, "not_estimable")
-    if stat and stat_get(stat, key) is None and why:
+    why = _field(stat, "not_estimable")
+    if stat and _field(stat, key) is None and why:
         return f"not estimable ({' '.join(str(why).split())})"
     return None
 
@@ -144,25 +143,23 @@ def interval(stat: Any, kind: str, key: str = "value") -> str:
     missing = not_estimable(stat, key)
     if missing:
         return missing
-    text = qty(stat_get(stat, key), kind)
-    low, high = finite(stat_get(stat, "ci_low")), finite(stat_get(stat, "ci_high"))
+    text = qty(_field(stat, key), kind)
+    low, high = finite(_field(stat, "ci_low")), finite(_field(stat, "ci_high"))
     if text == MISSING or low is None or high is None:
         return text
     return f"{text} [{num(low, kind)}, {num(high, kind)}]"
 
 
-def interval_prose(
-    stat: Mapping[str, Any] | None, kind: str, key: str = "value", level: str = "95%"
-) -> str:
+def interval_prose(stat: Any, kind: str, key: str = "value", level: str = "95%") -> str:
     """``-6.2 pp (95% CI -7.9 to -4.6)``: the same as :func:`interval`, for a sentence;
     ``not estimable (why)`` or ``n/a`` when there is no value."""
     missing = not_estimable(stat, key)
     if missing:
         return missing
-    text = qty((stat or {}).get(key), kind)
+    text = qty(_field(stat, key), kind)
     if text == MISSING:
         return "n/a"
-    low, high = finite((stat or {}).get("ci_low")), finite((stat or {}).get("ci_high"))
+    low, high = finite(_field(stat, "ci_low")), finite(_field(stat, "ci_high"))
     if low is None or high is None:
         return f"{text} (no interval)"
     return f"{text} ({level} CI {num(low, kind)} to {num(high, kind)})"
@@ -186,8 +183,8 @@ def rate_cell(stat: Any, *, count: bool = False, key: str = "rate") -> str:
     if not stat or text == MISSING:
         return text
     if count:
-        text += f" (n={or_missing(stat_get(stat, 'n'))})"
-    return text + "*" if stat_get(stat, "sparse") else text
+        text += f" (n={or_missing(_field(stat, 'n'))})"
+    return text + "*" if _field(stat, "sparse") else text
 
 
 def or_missing(value: Any) -> Any:

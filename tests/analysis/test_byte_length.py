@@ -22,6 +22,7 @@ from tests.analysis.handbuilt import write_run
 from tests.analysis.test_positions import DRAFT_K1, NGRAM_K3
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis.join import BYTE_LABELS
+from tokenlens.report.tables import write_tables
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,7 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
     )
     out = root / "out"
     run_analyze(AnalyzeConfig(runs=runs, out=out, n_boot=30, min_count=1))
+    write_tables(out)
     return json.loads((out / "summary.json").read_text("utf-8")), out
 
 

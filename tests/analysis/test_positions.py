@@ -139,7 +139,7 @@ def test_one_configuration_keeps_the_top_level_tables(tmp_path: Path) -> None:
 
 
 def test_tables_show_positions_per_run(mixed: dict[str, Any], tmp_path: Path) -> None:
-    from tokenlens.analysis.tables import render
+    from tokenlens.report.tables import render
 
     text = render(mixed)
     block = text[text.index("## By draft position, per run: accepted at p / drafts at p") :]

@@ -30,7 +30,7 @@ from tokenlens.analysis.rejections import (
     rejection_kind,
     whitespace_cut,
 )
-from tokenlens.analysis.summary_file import REJECTION_KINDS
+from tokenlens.analysis.summary_sections import REJECTION_KINDS
 from tokenlens.rundir import read_run
 from tokenlens.text import Vocabulary, load_tokenizer
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import PAYLOADS
 from tokenlens.analysis import AnalyzeConfig, run_analyze
-from tokenlens.report import write_analyze_report
+from tokenlens.report import write_analyze_report, write_tables
 from tokenlens.testing import SCENARIOS, RunSpec, simulate_study, write_study
 
 
@@ -41,6 +41,7 @@ def analysis(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sim")
     runs = _runs(root, "h1_h2", 30, seed=0)
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
+    write_tables(root / "ana")
     write_analyze_report(root / "ana")
     return root / "ana"
 
@@ -52,6 +53,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("small")
     runs = _runs(root, "h1_h2", 5, seed=10)
     run_analyze(AnalyzeConfig(runs=runs, out=root / "ana", n_boot=50))
+    write_tables(root / "ana")
     return root / "ana"
 
 

@@ -41,6 +41,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 
+from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.arrays import F64, I64, Mask
 
 LEVEL = 0.95
@@ -52,43 +53,9 @@ METHODS = ("t", "percentile")
 DEFAULT_METHOD = "t"
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate with its interval, and why it is missing when it is."""
-
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
-    not_estimable: str | None = None
-    decision_low: float | None = None
-    decision_high: float | None = None
-
-    def to_json(self, name: str = "value") -> dict[str, Any]:
-        """``{value, ci_low, ci_high, n}`` plus ``not_estimable`` (no value) or
-        ``no_interval`` (a value whose interval the data cannot give), with the reason;
-        ``decision_low``/``decision_high`` (the interval a verdict reads) when set."""
-        out: dict[str, Any] = {
-            name: self.value,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "n": self.n,
-        }
-        if self.decision_low is not None and self.decision_high is not None:
-            out["decision_low"] = self.decision_low
-            out["decision_high"] = self.decision_high
-        if self.not_estimable is not None:
-            out["not_estimable" if self.value is None else "no_interval"] = self.not_estimable
-        return out
-
-    @property
-    def has_interval(self) -> bool:
-        return self.ci_low is not None and self.ci_high is not None
-
-
 def missing(reason: str, n: int = 0) -> dict[str, Any]:
     """A figure the data cannot support: null value and interval, with the reason."""
-    return Estimate(None, None, None, n, reason).to_json()
+    return Estimate(None, None, None, n, not_estimable=reason).to_json()
 
 
 @dataclass(frozen=True)
@@ -381,11 +348,13 @@ def as_float(x: float | np.floating[Any] | None) -> float | None:
 def estimate(
     point: float, lo: float, hi: float, n: int, not_estimable: str | None = None
 ) -> Estimate:
-    """An :class:`Estimate`; a missing interval on a present value says why."""
+    """An :class:`Estimate` (summary.json's own type); a missing value says why
+    (``not_estimable``), and so does a missing interval on a present value
+    (``no_interval``); ``not_estimable`` is the reason to give."""
     value = as_float(point)
     low, high = as_float(lo), as_float(hi)
-    if value is not None and (low is None or high is None) and not_estimable is None:
+    if value is None:
+        return Estimate(None, low, high, int(n), not_estimable or "undefined on these rows")
+    if (low is None or high is None) and not_estimable is None:
         not_estimable = "too few prompts, or no variation between prompts"
-    if value is None and not_estimable is None:
-        not_estimable = "undefined on these rows"
-    return Estimate(value, low, high, int(n), not_estimable)
+    return Estimate(value, low, high, int(n), no_interval=not_estimable)

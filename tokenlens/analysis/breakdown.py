@@ -28,6 +28,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
+from tokenlens.analysis.summary_figures import Rate
+from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
 
 
@@ -40,18 +42,9 @@ class Breakdown:
     rows: str
 
 
-BREAKDOWNS = (
-    Breakdown("by_script", "script", "judged"),
-    Breakdown("by_pos", "pos", "judged"),
-    Breakdown("by_particle", "particle_type", "judged"),
-    Breakdown("by_boundary", "boundary", "judged"),
-    Breakdown("by_transition", "transition", "judged"),
-    Breakdown("by_word_initial", "morph_initial", "judged"),
-    Breakdown("by_output_position", "output_bucket", "judged"),
-    Breakdown("by_bpe_rank", "rank_bucket", "judged"),
-    Breakdown("by_byte_length", "bytes_bucket", "judged"),
-    Breakdown("by_confidence", "conf_bucket", "judged"),
-    Breakdown("by_draft_rank", "draft_target_rank", "judged"),
+# One judged-rows table per breakdown of the token-class table, in its order.
+BREAKDOWNS = tuple(
+    Breakdown(c.breakdown, c.column, "judged") for c in TOKEN_CLASSES if c.breakdown is not None
 )
 
 
@@ -124,11 +117,9 @@ def rates(
             if requests[j] == 0 or den.point[j] == 0:  # no row of this group
                 continue
             n = int(den.point[j])
-            entry = estimate(point[j], lo[j], hi[j], n).to_json("rate")
-            entry.update(
-                accepted=int(num.point[j]), requests=int(requests[j]), sparse=n < min_count
-            )
-            block[name] = entry
+            figure = estimate(point[j], lo[j], hi[j], n)
+            rate = Rate.of(figure, int(num.point[j]), int(requests[j]), n < min_count)
+            block[name] = rate.to_json()
         out[lang] = block
     return out
 

@@ -44,9 +44,10 @@ from tokenlens.analysis.bootstrap import LEVEL, Resampler, as_float, interval, s
 from tokenlens.analysis.breakdown import group_codes, rates
 from tokenlens.analysis.comparable import not_comparable, shared_token_share
 from tokenlens.analysis.decompose import Support, lang_code
+from tokenlens.analysis.token_classes import declared
 from tokenlens.arrays import F64, I64, Mask
 
-DECLARED = ("script", "particle_type", "pos", "boundary", "position")
+DECLARED = declared()  # the token-class table's declared families, in declared order
 ADJUSTMENT = "holm"
 FAMILY_OF_COMPARISONS = (
     "one drafter family x one breakdown ("

@@ -22,9 +22,9 @@ language also has): digit 1.00 / 1.00, space 1.00 / 0.97, symbol 0.91 / 0.84, pu
 ``same`` 0.18 / 0.27, ``inside`` 0.11 / 0.49 (sub-word pieces in both); and for the
 classes listed here latin 0.81 / 0.14, mixed 0.17 / 0.40, ``spans`` 0.30 / 0.62,
 ``crosses`` 0.07 / 0.32. A class whose members differ in kind is listed in
-:data:`PER_LANGUAGE` with what each language puts there; every breakdown reads
-:func:`not_comparable`, so the flag lives here and nowhere else (a token-class table
-can take this table over as a column).
+:data:`PER_LANGUAGE` with what each language puts there; the flag is the
+``per_language`` column of the token-class table (:mod:`.token_classes`), and every
+breakdown reads it through :func:`not_comparable`.
 
 What readers do with it: the declared class contrasts (:mod:`.classes`) show such a
 class per language with its reason and no difference (``status: per_language``); the
@@ -42,33 +42,14 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
+from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
 
 PER_LANGUAGE: Mapping[str, Mapping[str, str]] = MappingProxyType(
-    {
-        "script": MappingProxyType(
-            {
-                "mixed": "English mixed-script tokens are code identifiers (.id, _id, "
-                "(path), Japanese ones kanji+kana words (向け, 以下の, 的な)",
-                "latin": "Latin tokens in Japanese output are code and English terms inside "
-                "Japanese text (AI, python,  retries), in English output the prose "
-                "itself ( the,  and,  a)",
-            }
-        ),
-        "boundary": MappingProxyType(
-            {
-                "spans": "English tokens over several words are mostly Markdown and code "
-                "punctuation ( **, **:, ###, fences), Japanese tokens over several "
-                "morphemes multi-morpheme words (します, してください, により)",
-                "crosses": "English tokens across a word boundary are code fragments (-t, "
-                ".pref, _re), Japanese ones pieces of verb and particle chains "
-                "(ることができます, 日に, 内の)",
-            }
-        ),
-    }
+    {c.column: c.per_language for c in TOKEN_CLASSES if c.per_language}
 )
-"""``{column: {class: what each language puts there}}``: classes whose members differ
-in kind across languages, shown per language and never contrasted."""
+"""``{column: {class: what each language puts there}}``, from the token-class table
+(:data:`tokenlens.analysis.token_classes.TOKEN_CLASSES`, ``per_language``)."""
 
 
 def not_comparable(column: str | None, label: str) -> str | None:

@@ -21,11 +21,12 @@ from tokenlens.analysis.bootstrap import LEVEL, Resampler, as_float, interval
 from tokenlens.analysis.classes import differences, holm, p_values
 from tokenlens.analysis.comparable import not_comparable
 from tokenlens.analysis.decompose import Support
+from tokenlens.analysis.token_classes import explored
 from tokenlens.arrays import Mask
 
 __all__ = ["ADJUSTMENT", "EXPLORE_COLUMNS", "class_differences", "holm"]
 
-EXPLORE_COLUMNS = ("script", "pos", "particle_type", "boundary", "transition", "rank_bucket")
+EXPLORE_COLUMNS = explored()  # from the token-class table
 ADJUSTMENT = "holm"
 
 

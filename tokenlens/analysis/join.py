@@ -46,6 +46,7 @@ from tokenlens.arrays import F64, I64
 from tokenlens.errors import TokenlensError
 from tokenlens.prompts import normalise_lang
 from tokenlens.rundir import Run
+from tokenlens.text import CLASS_COLUMNS as TOKEN_CLASS_COLUMNS
 from tokenlens.text import (
     Vocabulary,
     classify_requests,
@@ -62,19 +63,8 @@ RANK_EDGES = (0, 1_000, 10_000, 50_000, 100_000)
 BYTE_EDGES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13)
 CONF_EDGES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
-CLASS_COLUMNS = (
-    "token_text",
-    "script",
-    "transition",
-    "pos",
-    "pos2",
-    "is_particle",
-    "particle_fused",
-    "boundary",
-    "morph_initial",
-    "is_special",
-    "bpe_rank",
-)
+# The token's text and every class column the text layer computes.
+CLASS_COLUMNS = ("token_text", *TOKEN_CLASS_COLUMNS)
 
 
 def _int_labels(edges: Sequence[int]) -> list[str]:

@@ -1,5 +1,4 @@
-"""``tokenlens analyze``: run directories -> tokens.parquet, outputs.parquet, summary.json,
-tables.md.
+"""``tokenlens analyze``: run directories -> tokens.parquet, outputs.parquet, summary.json.
 
 :func:`run_analyze` reads each run, joins events with requests and text classes
 (:mod:`tokenlens.analysis.join`; the display text of every output token goes to
@@ -7,8 +6,9 @@ outputs.parquet for the report's token view), and hands one frame to
 :func:`~tokenlens.analysis.summarize.summarize`, which
 computes every figure with one seeded prompt-clustered bootstrap. ``summarize`` is
 also what the test bed calls on simulated frames, so the numbers it checks are the
-ones users get. The HTML report is written by the caller (the CLI or ``demo``) from
-these outputs: analysis never imports the presentation layer.
+ones users get. tables.md and the HTML report are written by the caller (the CLI or
+``demo``, through :mod:`tokenlens.report`) from these outputs: analysis never imports
+the presentation layer.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from tokenlens.analysis.join import join_run, output_texts
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
 from tokenlens.analysis.summarize import RunInfo, summarize
-from tokenlens.analysis.summary_file import load_summary
-from tokenlens.analysis.tables import write_tables
 from tokenlens.analysis.verdicts import rules_identity
 from tokenlens.capture.reconcile import reconciliation
 from tokenlens.engine.methods import family_of
@@ -45,7 +43,6 @@ from tokenlens.signature import make_signature, parse_signature
 TOKENS = "tokens.parquet"
 OUTPUTS = "outputs.parquet"
 SUMMARY = "summary.json"
-TABLES = "tables.md"
 
 
 @dataclass(frozen=True)
@@ -53,13 +50,11 @@ class AnalyzeResult:
     tokens_path: Path
     outputs_path: Path
     summary_path: Path
-    tables_path: Path
     summary: dict[str, Any] = field(repr=False)
 
 
 def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeResult:
-    """Analyse ``config.runs`` and write tokens.parquet, outputs.parquet, summary.json and
-    tables.md."""
+    """Analyse ``config.runs`` and write tokens.parquet, outputs.parquet and summary.json."""
     # The options first: nothing is read or created for a run that cannot be analysed.
     if config.n_boot < 10:
         raise TokenlensError("--bootstrap must be at least 10")
@@ -131,10 +126,8 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     pq.write_table(pa.concat_tables(outputs), outputs_path)
     summary_path = config.out / SUMMARY
     write_json_atomic(summary_path, summary)
-    tables_path = config.out / TABLES
-    write_tables(load_summary(summary_path), tables_path)
     progress.close()
-    return AnalyzeResult(tokens_path, outputs_path, summary_path, tables_path, summary)
+    return AnalyzeResult(tokens_path, outputs_path, summary_path, summary)
 
 
 def provenance(manifest: Mapping[str, Any]) -> dict[str, Any]:

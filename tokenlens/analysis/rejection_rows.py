@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tokenlens.analysis.summary_figures import Share
-from tokenlens.analysis.summary_file import RejectionFamily, RejectionRun
+from tokenlens.analysis.summary_sections import RejectionFamily, RejectionRun
 from tokenlens.format import LANG_ORDER, MISSING, interval, lang_name, lang_order
 
 # (key of the block, column header)

@@ -22,6 +22,7 @@ from tokenlens.analysis.bootstrap import Resampler, estimate
 from tokenlens.analysis.breakdown import lang_codes
 from tokenlens.analysis.decompose import lang_code
 from tokenlens.analysis.rejections import FLAGS, KINDS, RESEGMENTATION, UNKNOWN
+from tokenlens.analysis.summary_figures import Share
 from tokenlens.arrays import Mask
 
 DEFINITION = (
@@ -50,9 +51,8 @@ def _shares(
     for li, lang in enumerate(langs):
         if den.point[li] == 0:
             continue
-        entry = estimate(point[li], lo[li], hi[li], int(den.point[li])).to_json("share")
-        entry["count"] = int(num.point[li])
-        out[lang] = entry
+        figure = estimate(point[li], lo[li], hi[li], int(den.point[li]))
+        out[lang] = Share.of(figure, int(num.point[li])).to_json()
     return out
 
 

@@ -39,6 +39,8 @@ from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
+from tokenlens.analysis.summary_file import Scope
+from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
     configurations,
@@ -49,7 +51,7 @@ from tokenlens.analysis.verdicts import (
 from tokenlens.engine.methods import family_of
 from tokenlens.format_version import ANALYSIS, stamp
 
-DESCRIBE_BY = ("script", "boundary", "particle_type", "rank_bucket")
+DESCRIBE_BY = decomposed()  # from the token-class table, in the decomposition's order
 
 
 @dataclass(frozen=True)
@@ -284,18 +286,17 @@ def _scope(
             "by_position and by_position_conditional exist per run only (runs[])."
         )
     others = sorted(set(frame["run"].astype(str).to_numpy()[~mask]))
-    return {
-        "family": family,
-        "runs": runs,
-        "configurations": configs,
-        "left_out": others,
-        "note": note
-        + (
-            f" The other drafter family's runs ({', '.join(others)}) are in families and runs[]."
-            if others
-            else ""
-        ),
-    }
+    if others:
+        listed = ", ".join(others)
+        note += f" The other drafter family's runs ({listed}) are in families and runs[]."
+    scope = Scope(
+        family=family,
+        runs=tuple(runs),
+        configurations=tuple((str(m), int(k)) for m, k in configs),
+        left_out=tuple(others),
+        note=note,
+    )
+    return scope.to_json()
 
 
 def _gap_section(

@@ -97,13 +97,34 @@ _PARSED: dict[str, Any] = {}  # class name -> class (Figure or Section)
 
 
 class Parsed:
-    """A dataclass read from a JSON object by :func:`read`; its name can stand in
-    another's annotation (``Rate | None``, ``dict[str, Rate]``, ``tuple[Rate, ...]``),
-    which then reads it with its ``parse``."""
+    """A dataclass read from a JSON object by :func:`read` and written back by
+    :meth:`to_json`; its name can stand in another's annotation (``Rate | None``,
+    ``dict[str, Rate]``, ``tuple[Rate, ...]``), which then reads it with its ``parse``."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _PARSED[cls.__name__] = cls
+
+    def to_json(self) -> dict[str, Any]:
+        """This record as summary.json holds it: every field at its key, in field order,
+        None as null; the inverse of :func:`read` for a record whose fields all live at
+        their own key (one with fields read by hand writes itself)."""
+        return {
+            f.metadata.get("key", f.name): _json(getattr(self, f.name))
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if f.init
+        }
+
+
+def _json(value: Any) -> Any:
+    """A field's value as JSON: records by their ``to_json``, tuples as lists."""
+    if isinstance(value, Parsed):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    return value
 
 
 class Figure(Parsed):

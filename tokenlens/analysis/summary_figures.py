@@ -19,10 +19,13 @@ from tokenlens.analysis.summary_fields import Figure, Section, as_str, read, ren
 
 @dataclass(frozen=True)
 class Estimate(Figure):
-    """A figure with its interval (a gap, a part of the split, tokens per step).
+    """A figure with its interval (a gap, a part of the split, tokens per step): the
+    record the analysis builds (:func:`tokenlens.analysis.bootstrap.estimate`), writes
+    (:meth:`to_json`) and reads back (``Estimate.parse``), one type for all three.
     ``value`` is None with a ``not_estimable`` reason when the data cannot support it;
-    ``no_interval`` says why a value has no interval; ``p_adjusted`` is the Holm p of an
-    exploratory comparison."""
+    ``no_interval`` says why a value has no interval; ``decision_low``/``decision_high``
+    are the interval a verdict reads; ``p_adjusted`` is the Holm p of an exploratory
+    comparison."""
 
     value: float | None = None
     ci_low: float | None = None
@@ -31,12 +34,39 @@ class Estimate(Figure):
     not_estimable: str | None = None
     no_interval: str | None = None
     p_adjusted: float | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
+
+    def to_json(self, name: str = "value") -> dict[str, Any]:
+        """``{<name>, ci_low, ci_high, n}``, then ``decision_low``/``decision_high`` when
+        both are set, then the reason (``not_estimable`` or ``no_interval``) when there
+        is one. ``name``: the key of the value (``rate`` and ``share`` are read back as
+        :class:`Rate` and :class:`Share`)."""
+        out: dict[str, Any] = {
+            name: self.value,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "n": self.n,
+        }
+        if self.decision_low is not None and self.decision_high is not None:
+            out["decision_low"] = self.decision_low
+            out["decision_high"] = self.decision_high
+        if self.not_estimable is not None:
+            out["not_estimable"] = self.not_estimable
+        elif self.no_interval is not None:
+            out["no_interval"] = self.no_interval
+        return out
+
+    @property
+    def has_interval(self) -> bool:
+        return self.ci_low is not None and self.ci_high is not None
 
 
 @dataclass(frozen=True)
 class Rate(Figure):
     """An acceptance rate with its interval: ``accepted`` of ``n`` rows from
-    ``requests`` prompts; ``sparse`` when fewer rows than min_count."""
+    ``requests`` prompts; ``sparse`` when fewer rows than min_count. Built by the
+    analysis (:meth:`of`), written (:meth:`to_json`) and read back as this type."""
 
     rate: float | None = None
     ci_low: float | None = None
@@ -46,6 +76,39 @@ class Rate(Figure):
     requests: int | None = None
     sparse: bool | None = None
     not_estimable: str | None = None
+    no_interval: str | None = None
+
+    @classmethod
+    def of(cls, estimate: Estimate, accepted: int, requests: int, sparse: bool) -> Rate:
+        """The rate ``estimate`` with its counts."""
+        return cls(
+            estimate.value,
+            estimate.ci_low,
+            estimate.ci_high,
+            estimate.n,
+            accepted,
+            requests,
+            sparse,
+            estimate.not_estimable,
+            estimate.no_interval,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The estimate's keys (value at ``rate``), then accepted, requests, sparse."""
+        figure = Estimate(
+            self.rate,
+            self.ci_low,
+            self.ci_high,
+            self.n,
+            self.not_estimable,
+            self.no_interval,
+        )
+        return {
+            **figure.to_json("rate"),
+            "accepted": self.accepted,
+            "requests": self.requests,
+            "sparse": self.sparse,
+        }
 
 
 def rates(data: Any) -> dict[str, Rate]:
@@ -175,6 +238,33 @@ class Share(Figure):
     ci_high: float | None = None
     n: int | None = None
     count: int | None = None
+    not_estimable: str | None = None
+    no_interval: str | None = None
+
+    @classmethod
+    def of(cls, estimate: Estimate, count: int) -> Share:
+        """The share ``estimate`` with the count of rejections it holds."""
+        return cls(
+            estimate.value,
+            estimate.ci_low,
+            estimate.ci_high,
+            estimate.n,
+            count,
+            estimate.not_estimable,
+            estimate.no_interval,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The estimate's keys (value at ``share``), then ``count``."""
+        figure = Estimate(
+            self.share,
+            self.ci_low,
+            self.ci_high,
+            self.n,
+            self.not_estimable,
+            self.no_interval,
+        )
+        return {**figure.to_json("share"), "count": self.count}
 
 
 @dataclass(frozen=True)

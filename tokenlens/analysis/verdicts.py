@@ -69,6 +69,7 @@ from tokenlens.analysis.rules import (
     tri,
     verdict_of,
 )
+from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.analysis.wording import (
     CONFIDENCE_CAVEAT,
     H2_CAVEAT,
@@ -102,8 +103,9 @@ def rules_identity(rules: Rules, support: Support) -> str:
 
 
 def pp(effect: dict[str, Any] | None) -> str:
-    """``-6.2 pp (95% CI -7.9 to -4.6)``; ``not estimable (why)`` for a null."""
-    return interval_prose(effect, "pp") if effect is not None else "not available"
+    """``-6.2 pp (95% CI -7.9 to -4.6)``; ``not estimable (why)`` for a null. The figure
+    is read as summary.json's reader reads it (:class:`Estimate`)."""
+    return interval_prose(Estimate.parse(effect), "pp") if effect is not None else "not available"
 
 
 def families(frame: pd.DataFrame) -> dict[str, Mask]:

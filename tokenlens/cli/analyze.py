@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     """Parse the options into a config, analyse, print where the outputs are."""
     from tokenlens.analysis import AnalyzeConfig, run_analyze
     from tokenlens.engine.methods import parse_declarations
-    from tokenlens.report import write_analyze_report
+    from tokenlens.report import write_analyze_report, write_tables
     from tokenlens.report.findings import FINDINGS, write_findings
 
     config = AnalyzeConfig(
@@ -269,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     for name, h in result.summary["hypotheses"].items():
         say(f"{name}: {h['verdict']}")
     out = result.summary_path.parent
+    write_tables(out)
     say(f"report: {write_analyze_report(out)}")
     write_findings(out / FINDINGS, out, args.bench)
     say(str(out))
@@ -278,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
 def _compare(config: Any, fields: tuple[str, ...], progress: Any) -> int:
     """``--compare``: one analysis per group, each with its report."""
     from tokenlens.analysis.compare import run_compare
-    from tokenlens.report import write_analyze_report
+    from tokenlens.report import write_analyze_report, write_tables
     from tokenlens.report.findings import FINDINGS, write_findings
 
     try:
@@ -291,6 +292,7 @@ def _compare(config: Any, fields: tuple[str, ...], progress: Any) -> int:
         )
         say(f"{done.group.label}: {verdicts}")
         out = done.result.summary_path.parent
+        write_tables(out)
         say(f"  report: {write_analyze_report(out)}")
         write_findings(out / FINDINGS, out, config.bench)
     say(str(result.compare_path))

@@ -207,7 +207,7 @@ def run_demo(config: DemoConfig, progress: Progress = SILENT) -> DemoResult:
         bench=bench_dir,
         runs=runs,
         summary=summary,
-        analysis=done.analysis.tables_path,
+        analysis=done.tables,
         report=done.report,
         findings=done.findings,
         verdicts=done.verdicts,
@@ -223,6 +223,7 @@ class Finished:
     """What the last stage of a study wrote (:func:`finish_study`)."""
 
     analysis: AnalyzeResult
+    tables: Path
     report: Path
     findings: Path
     index: Path
@@ -250,7 +251,7 @@ def finish_study(
     down by domain. FINDINGS.md states the replay checks of ``replay/check.json``.
     """
     # Report making only here (altair, vl-convert): the CLI starts and traces without them.
-    from tokenlens.report import write_analyze_report
+    from tokenlens.report import write_analyze_report, write_tables
     from tokenlens.report.findings import FINDINGS, write_findings
     from tokenlens.report.index import write_index
 
@@ -264,6 +265,7 @@ def finish_study(
         ),
         progress,
     )
+    tables = write_tables(out / "analysis")
     report = write_analyze_report(out / "analysis")
     check = out / "replay" / "check.json"
     checks = json.loads(check.read_text(encoding="utf-8")) if check.is_file() else None
@@ -278,7 +280,7 @@ def finish_study(
         (summary,) if summary.is_file() else (),
         note=note,
     )
-    return Finished(analysis, report, findings, index)
+    return Finished(analysis, tables, report, findings, index)
 
 
 def domain_file(prompts: Path | None, runs: Sequence[Path]) -> Path | None:
@@ -341,7 +343,7 @@ def reanalyze(out: Path, size_name: str, progress: Progress = SILENT) -> DemoRes
         bench=bench_dir,
         runs=runs,
         summary=out / "summary.md",
-        analysis=done.analysis.tables_path,
+        analysis=done.tables,
         report=done.report,
         findings=done.findings,
         verdicts=done.verdicts,

@@ -18,12 +18,12 @@ from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_file import (
     SUMMARY,
     Hypothesis,
-    RejectionFamily,
     RunSummary,
     Summary,
     load_summary,
 )
-from tokenlens.analysis.tables import COLUMN_WORDS, class_rows, family_words
+from tokenlens.analysis.summary_sections import RejectionFamily
+from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
 from tokenlens.format import (
@@ -39,6 +39,7 @@ from tokenlens.report import tokenview
 from tokenlens.report.charts import POSITION_SECTIONS, RATE_SECTIONS, all_charts, scope_words
 from tokenlens.report.export import export_charts
 from tokenlens.report.html import chart_page
+from tokenlens.report.tables import class_rows, family_words
 
 REPORT = "report.html"
 CHARTS_DIR = "charts"
@@ -189,8 +190,7 @@ def _class_tables(summary: Summary) -> list[dict[str, Any]]:
         return []
     return [
         {
-            "title": f"{family_words(name)}, {COLUMN_WORDS.get(column, column)} "
-            f"({table.comparisons} compared)",
+            "title": f"{family_words(name)}, {class_label(column)} ({table.comparisons} compared)",
             "rows": class_rows(table),
         }
         for name, fam in summary.classes.families.items()

@@ -15,6 +15,7 @@ from typing import Any
 
 import altair as alt
 
+from tokenlens.analysis.token_classes import charted, class_entry
 from tokenlens.format import finite
 from tokenlens.report.chart_kit import (
     WIDTH,
@@ -30,17 +31,11 @@ from tokenlens.report.chart_kit import (
 from tokenlens.report.charts_gap import decomposition_chart, decomposition_rows, gap_chart
 from tokenlens.report.charts_speed import speed_chart, speed_rows
 
-# (summary key, title, x-axis title); the order is the order on the page. These are the
-# per-language sections at the top of summary.json: one drafter family (``scope``), the
-# title says which.
-RATE_SECTIONS: tuple[tuple[str, str, str], ...] = (
-    ("by_script", "Acceptance by script", "script of the emitted token"),
-    ("by_pos", "Acceptance by part of speech", "part of speech (UniDic pos1 / word class)"),
-    ("by_particle", "Acceptance by particle type", "particle type"),
-    ("by_boundary", "Acceptance by boundary relation", "token against morpheme boundaries"),
-    ("by_bpe_rank", "Acceptance by BPE rank", "BPE rank of the emitted token"),
-    ("by_byte_length", "Acceptance by token byte length", "UTF-8 bytes of the emitted token"),
-    ("by_confidence", "Acceptance by the target's confidence", "target top-1 probability"),
+# (summary key, title, x-axis title), from the token-class table (its charted
+# breakdowns, in its order). These are the per-language sections at the top of
+# summary.json: one drafter family (``scope``), the title says which.
+RATE_SECTIONS: tuple[tuple[str, str, str], ...] = tuple(
+    (str(c.breakdown), f"Acceptance by {c.label}", str(c.axis)) for c in charted()
 )
 # Per-run charts of acceptance by draft position (never pooled across runs).
 POSITION_SECTIONS: tuple[tuple[str, str], ...] = (
@@ -50,6 +45,7 @@ POSITION_SECTIONS: tuple[tuple[str, str], ...] = (
         "Acceptance by draft position, per run: conditional on reaching p",
     ),
 )
+_BYTE_LENGTH = class_entry("bytes_bucket").breakdown
 FAMILY_WORDS = {"trained": "trained drafters", "training_free": "training-free drafters"}
 
 
@@ -70,7 +66,7 @@ def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -
     groups = first_seen(r["group"] for r in rows)
     if key.startswith("by_position"):
         groups.sort(key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
-    if key == "by_byte_length":  # buckets "1", ..., "10-12", ">=13": by their lower bound
+    if key == _BYTE_LENGTH:  # buckets "1", ..., "10-12", ">=13": by their lower bound
         groups.sort(key=lambda g: int(g.lstrip(">=").split("-")[0]))
     return _rate_spec(rows, groups, languages(summary), title + scope_words(summary), x_title)
 

@@ -12,9 +12,10 @@ from typing import Any
 
 from tokenlens import format as fmt
 from tokenlens.analysis import rejection_rows
-from tokenlens.analysis.summary_figures import DomainGap, Heterogeneity, Split, Support
+from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
+from tokenlens.analysis.summary_figures import DomainGap, Estimate, Heterogeneity, Split, Support
 from tokenlens.analysis.summary_file import Family, Summary
-from tokenlens.analysis.tables import COLUMN_WORDS
+from tokenlens.analysis.token_classes import class_label, decomposed
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.report.findings_runs import family_words
 
@@ -23,13 +24,11 @@ PARTS = (
     ("within", "shared within"),
     ("out_of_support", "out of support"),
 )
-# (decomposition column, what it splits by)
+# (decomposition column, what it splits by): token byte length (standardise.py's own
+# split), then the token-class table's decomposed columns in their order.
 DECOMPOSITIONS: tuple[tuple[str, str], ...] = (
-    ("byte_length", "token byte length"),
-    ("script", "script"),
-    ("boundary", "morpheme boundary"),
-    ("particle_type", "particle type"),
-    ("rank_bucket", "BPE rank"),
+    (LENGTH_COLUMN, class_label("bytes_bucket")),
+    *((column, class_label(column)) for column in decomposed()),
 )
 TOP_CLASSES = 8  # exploratory classes shown (the rest are in summary.json)
 
@@ -97,8 +96,8 @@ def gap(s: Summary) -> dict[str, Any] | None:
             {
                 "family": family_words(name),
                 "gap": fmt.interval(family.gap_length_standardised, "pp"),
-                "japanese": fmt.interval(by.get("japanese"), "pp") if by else "",
-                "english": fmt.interval(by.get("english"), "pp") if by else "",
+                "japanese": fmt.interval(Estimate.parse(by.get("japanese")), "pp") if by else "",
+                "english": fmt.interval(Estimate.parse(by.get("english")), "pp") if by else "",
             }
         )
     return {
@@ -119,7 +118,7 @@ def within_range(s: Summary) -> str:
         return ""
     found: list[tuple[float, str]] = []
     fam = s.families.get(str(g.family))
-    splits = [("the target's confidence", fam.confidence if fam else None)]
+    splits = [(class_label("conf_bucket"), fam.confidence if fam else None)]
     splits += [(label, g.decomposition.get(column)) for column, label in DECOMPOSITIONS]
     for label, split in splits:
         part = split.part("within") if split is not None and not split.not_estimable else None
@@ -186,7 +185,7 @@ def classes(s: Summary) -> list[list[str]] | None:
             rows.append(
                 [
                     family_words(name),
-                    fmt.md(COLUMN_WORDS.get(column, column)),
+                    fmt.md(class_label(column)),
                     fmt.md(fmt.or_missing(table.comparisons)),
                     detail,
                     ", ".join(
@@ -217,7 +216,7 @@ def per_language(s: Summary) -> list[str]:
                 if c.status == "per_language" and c.not_contrasted:
                     seen.setdefault((column, str(c.cls)), c.not_contrasted)
     return [
-        f"{fmt.md(COLUMN_WORDS.get(col, col))} {fmt.code(cls)}: {fmt.md(why)}"
+        f"{fmt.md(class_label(col))} {fmt.code(cls)}: {fmt.md(why)}"
         for (col, cls), why in seen.items()
     ]
 

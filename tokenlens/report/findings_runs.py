@@ -12,7 +12,6 @@ from typing import Any
 
 from tokenlens.analysis.summary_figures import Rate
 from tokenlens.analysis.summary_file import RunSummary, Summary
-from tokenlens.analysis.tables import FAMILY_WORDS
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
     LANG_ORDER,
@@ -27,6 +26,7 @@ from tokenlens.format import (
     rate_cell,
 )
 from tokenlens.replay.compare import known_rows
+from tokenlens.report.tables import FAMILY_WORDS
 from tokenlens.signature import parse_signature
 
 # (signature key, what it names), in the order "What was measured" lists them

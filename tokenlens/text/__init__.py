@@ -12,6 +12,7 @@ reproducibility signatures. ``tokenlens tokens`` is :func:`run_tokens_study`.
 
 from tokenlens.text.classify import (
     BOUNDARIES,
+    CLASS_COLUMNS,
     SCRIPTS,
     TOKEN_SCHEMA,
     classify_requests,
@@ -25,6 +26,7 @@ from tokenlens.text.tokenizers import BUILTIN_NAMES, Vocabulary, load_tokenizer
 __all__ = [
     "BOUNDARIES",
     "BUILTIN_NAMES",
+    "CLASS_COLUMNS",
     "SCRIPTS",
     "TOKEN_SCHEMA",
     "Spans",

@@ -41,17 +41,47 @@ from tokenlens.text.tokenizers import IdSeq, Vocabulary, load_tokenizer
 
 __all__ = [
     "BOUNDARIES",
+    "CLASS_COLUMNS",
     "SCRIPTS",
     "TOKEN_SCHEMA",
     "classify_requests",
     "classify_tokens",
 ]
 
-# The per-character classes (hiragana ... space), then the two token-level ones.
+# The per-character classes (hiragana ... space), then the two token-level ones. Every
+# code below is looked up by name: reordering or inserting a name labels no token wrong.
 SCRIPTS = (*CLASS_NAMES[: SPACE + 1], "mixed", "byte_fragment")
-_SYMBOL, _SPACE_S, _MIXED, _FRAGMENT = 6, 8, 9, 10
+_SYMBOL = SCRIPTS.index("symbol")
+_SPACE_S = SCRIPTS.index("space")
+_MIXED = SCRIPTS.index("mixed")
+_FRAGMENT = SCRIPTS.index("byte_fragment")
+# Script code of each character class's standalone name (weak classes: STANDALONE's).
+_SCRIPT_OF_CLASS = np.array(
+    [SCRIPTS.index(CLASS_NAMES[int(c)]) for c in STANDALONE], dtype=np.int16
+)
 BOUNDARIES = ("same", "inside", "spans", "crosses", "fragment")
-_SAME, _INSIDE, _SPANS, _CROSSES, _FRAG_B = range(5)
+_SAME = BOUNDARIES.index("same")
+_INSIDE = BOUNDARIES.index("inside")
+_SPANS = BOUNDARIES.index("spans")
+_CROSSES = BOUNDARIES.index("crosses")
+_FRAG_B = BOUNDARIES.index("fragment")
+
+# The class columns, each computed below in ``_classify_joined`` (its classifier). The
+# analysis joins every one of them (``tokenlens.analysis.join``); how it reports them
+# is the token-class table (``tokenlens.analysis.token_classes``).
+_CLASS_FIELDS = (
+    pa.field("script", pa.string(), nullable=False),
+    pa.field("transition", pa.string(), nullable=False),
+    pa.field("pos", pa.string(), nullable=False),
+    pa.field("pos2", pa.string(), nullable=False),
+    pa.field("is_particle", pa.bool_(), nullable=False),
+    pa.field("particle_fused", pa.bool_(), nullable=False),
+    pa.field("boundary", pa.string(), nullable=False),
+    pa.field("morph_initial", pa.bool_(), nullable=False),
+    pa.field("is_special", pa.bool_(), nullable=False),
+    pa.field("bpe_rank", pa.int64(), nullable=True),
+)
+CLASS_COLUMNS = tuple(f.name for f in _CLASS_FIELDS)
 
 TOKEN_SCHEMA = pa.schema(
     [
@@ -62,16 +92,7 @@ TOKEN_SCHEMA = pa.schema(
         pa.field("byte_end", pa.int64(), nullable=False),
         pa.field("char_start", pa.int64(), nullable=False),
         pa.field("char_end", pa.int64(), nullable=False),
-        pa.field("script", pa.string(), nullable=False),
-        pa.field("transition", pa.string(), nullable=False),
-        pa.field("pos", pa.string(), nullable=False),
-        pa.field("pos2", pa.string(), nullable=False),
-        pa.field("is_particle", pa.bool_(), nullable=False),
-        pa.field("particle_fused", pa.bool_(), nullable=False),
-        pa.field("boundary", pa.string(), nullable=False),
-        pa.field("morph_initial", pa.bool_(), nullable=False),
-        pa.field("is_special", pa.bool_(), nullable=False),
-        pa.field("bpe_rank", pa.int64(), nullable=True),
+        *_CLASS_FIELDS,
     ]
 )
 
@@ -233,9 +254,11 @@ def _scripts(
     w_hi = np.maximum.reduceat(_WEAK_HI[cls_byte], starts)
     code = np.full(len(ne), _SPACE_S, dtype=np.int16)
     weak_only = (s_lo == 255) & (w_lo != 255)
-    code[weak_only] = np.where(w_lo[weak_only] == w_hi[weak_only], w_lo[weak_only], _MIXED)
+    code[weak_only] = np.where(
+        w_lo[weak_only] == w_hi[weak_only], _SCRIPT_OF_CLASS[w_lo[weak_only]], _MIXED
+    )
     strong = s_lo != 255
-    code[strong] = np.where(s_lo[strong] == s_hi[strong], s_lo[strong], _MIXED)
+    code[strong] = np.where(s_lo[strong] == s_hi[strong], _SCRIPT_OF_CLASS[s_lo[strong]], _MIXED)
     out[ne] = code.astype(np.int8)
     out[spans.fragment] = _FRAGMENT
     out[special] = _SYMBOL

@@ -18,8 +18,14 @@ from typing import Any
 
 from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
-from tokenlens.analysis.summary_file import RunSummary, Summary, parse_summary
-from tokenlens.analysis.tables_length import byte_length_lines
+from tokenlens.analysis.summary_file import (
+    SUMMARY,
+    RunSummary,
+    Summary,
+    load_summary,
+    parse_summary,
+)
+from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
     LANG_ORDER,
@@ -31,16 +37,11 @@ from tokenlens.format import (
     qty,
     rate_cell,
 )
+from tokenlens.report.tables_length import byte_length_lines
 
+TABLES = "tables.md"
 PARTS = ("gap", "composition", "within", "out_of_support")
 FAMILY_WORDS = {"trained": "trained drafters", "training_free": "training-free (n-gram) drafters"}
-COLUMN_WORDS = {
-    "script": "script",
-    "particle_type": "particle type",
-    "pos": "part of speech",
-    "boundary": "morpheme boundary",
-    "position": "draft position (conditional: judged rows at p)",
-}
 STATUS_WORDS = {
     "compared": "",
     "only_ja": "Japanese only: not compared",
@@ -220,7 +221,7 @@ def _classes(s: Summary) -> list[str]:
     for name, fam in classes.families.items():
         for column, table in fam.by.items():
             lines += [
-                f"### {family_words(name)}, {COLUMN_WORDS.get(column, column)} "
+                f"### {family_words(name)}, {class_label(column)} "
                 f"({table.comparisons} compared; runs {', '.join(fam.runs)})",
                 "",
                 "| " + " | ".join(CLASS_HEADER) + " |",
@@ -433,5 +434,8 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_tables(summary: Summary | Mapping[str, Any], path: Path) -> None:
-    path.write_text(render(summary), encoding="utf-8")
+def write_tables(analysis_dir: Path) -> Path:
+    """Write ``tables.md`` beside the ``summary.json`` of ``analysis_dir``; its path."""
+    path = analysis_dir / TABLES
+    path.write_text(render(load_summary(analysis_dir / SUMMARY)), encoding="utf-8")
+    return path

@@ -1,0 +1,132 @@
+"""summary.json's per-family sections as typed objects: rejections (per family and per
+run), acceptance by byte length, and the gap per prompt domain.
+
+Part of the one reader of summary.json (:mod:`tokenlens.analysis.summary_file` holds
+the whole and the sections every view reads); read like every section: each field from
+the key of its name by the reader its annotation names
+(:mod:`tokenlens.analysis.summary_fields`), the few that live elsewhere by hand. Older
+forms stay readable (``split`` shares of the first versions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenlens.analysis.summary_fields import Section, as_map, read
+from tokenlens.analysis.summary_figures import (
+    DomainGap,
+    Estimate,
+    Heterogeneity,
+    Rate,
+    Share,
+    rates,
+)
+
+# The rejection kinds (tokenlens.analysis.rejections), the re-segmentation share, its
+# whitespace part and the flags; "split" (T starts with D) is the first versions' kind,
+# read from older files only.
+REJECTION_KINDS = ("merge", "confirmed", "prefix_diverged", "prefix_open", "text")
+REJECTION_SHARES = (
+    *REJECTION_KINDS,
+    "resegmentation",
+    "resegmentation_whitespace",
+    "draft_partial",
+    "emitted_partial",
+    "split",
+)
+
+
+@dataclass(frozen=True)
+class RejectionFamily(Section):
+    """Rejections of one drafter family (or one run): counts per language, the share of
+    each kind and flag per language, and the JA − EN difference of the re-segmentation
+    share. A file written before the kinds has ``split`` shares and ``split_gap``
+    instead (:attr:`legacy`)."""
+
+    runs: tuple[str, ...] = ()
+    rejections: dict[str, int] = field(default_factory=dict)
+    unknown: dict[str, int] = field(default_factory=dict)
+    shares: dict[str, dict[str, Share]] = field(default_factory=dict)  # {kind: {lang: Share}}
+    resegmentation_gap: Estimate | None = None
+    split_gap: Estimate | None = None  # older files only
+
+    @property
+    def legacy(self) -> bool:
+        """Written before the rejection kinds: only ``split``/``text`` shares."""
+        return not any(self.shares.get(kind) for kind in REJECTION_KINDS[:4]) and bool(
+            self.shares.get("split")
+        )
+
+    @classmethod
+    def parse(cls, data: Any) -> RejectionFamily:
+        d = as_map(data)
+        shares = {}
+        for kind in REJECTION_SHARES:
+            block = {}
+            for lang, v in as_map(d.get(kind)).items():
+                share = Share.parse(v)
+                if share is not None:
+                    block[str(lang)] = share
+            shares[kind] = block
+        return read(cls, d, shares=shares)
+
+
+@dataclass(frozen=True)
+class RejectionRun(RejectionFamily):
+    """Rejections of one run, and whether the drafter's drafts after a step's first
+    rejection are known there (``continuation``: known, unknown, partly known, none
+    proposed): where they are not, a re-segmentation can hide in ``prefix_open``."""
+
+    method: str | None = None
+    k: int | None = None
+    family: str | None = None
+    continuation: str | None = None
+    later_drafts: int | None = None
+    later_drafts_unknown: int | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> RejectionRun:
+        base = RejectionFamily.parse(data)
+        return read(cls, as_map(data), shares=base.shares)
+
+
+@dataclass(frozen=True)
+class ByteLength(Section):
+    """Judged-position acceptance by the emitted token's UTF-8 byte length, one drafter
+    family (pooled over its runs, as the verdicts read them): ``rates`` {lang: {bucket:
+    Rate}}."""
+
+    runs: tuple[str, ...] = ()
+    configurations: tuple[tuple[str, int], ...] = ()
+    rates: dict[str, dict[str, Rate]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any) -> ByteLength:
+        d = as_map(data)
+        by_lang = {str(lang): rates(groups) for lang, groups in as_map(d.get("rates")).items()}
+        return read(cls, d, rates=by_lang)
+
+
+@dataclass(frozen=True)
+class DomainFamily(Section):
+    adjusted_level: float | None = None
+    domains: dict[str, DomainGap] = field(default_factory=dict)
+    pooled: Estimate | None = None
+    pooled_reading: str | None = None
+    departures: tuple[str, ...] = ()  # domain names
+    concerns: tuple[str, ...] = ()
+    heterogeneity: Heterogeneity | None = None
+    heterogeneity_without_cross_lingual: Heterogeneity | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> DomainFamily:
+        d = as_map(data)
+
+        def names(key: str) -> tuple[str, ...]:
+            items = d.get(key)
+            if not isinstance(items, list):
+                return ()
+            return tuple(str(as_map(x).get("domain")) for x in items if as_map(x).get("domain"))
+
+        return read(cls, d, departures=names("departures"), concerns=names("concerns"))
