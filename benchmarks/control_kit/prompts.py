@@ -311,3 +311,83 @@ def prepare(root: Path, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, 
         json.dumps(kept, ensure_ascii=False, sort_keys=True).encode()
     ).hexdigest()
     return kept, report
+
+
+# Held-out prompts for the manipulation check (agreement.py): their own system prompts,
+# task templates (code, steps, chat, translation, news, explanation: the study's kinds)
+# and topics, sharing nothing with the training prompts or the evaluation prompts
+# (``prepare_heldout`` checks both with the rule above).
+HELDOUT_SYSTEM = {
+    "ja": "あなたは落ち着いた口調で要点をまとめるアシスタントです。",
+    "en": "You are a calm assistant who gets straight to the point.",
+}
+HELDOUT_TEMPLATES: tuple[tuple[str, str], ...] = (
+    (
+        "{topic}を扱う小さなPythonの関数を書き、コードの後に使い方を一行で説明してください。",
+        "Write a small Python function that deals with {topic}, then explain its use in "
+        "one line after the code.",
+    ),
+    (
+        "{topic}を始めるための手順を、番号付きで五つ挙げてください。",
+        "List five numbered steps for getting started with {topic}.",
+    ),
+    (
+        "最近{topic}に興味があります。気軽な雑談のつもりで、感想と質問を返してください。",
+        "Lately I have grown curious about {topic}. Reply casually, with a thought and a "
+        "question back.",
+    ),
+    (
+        "次の文を英語に訳してください：「{topic}は思ったより奥が深い。」",
+        'Translate into Japanese: "{topic} turns out to be deeper than it first seems."',
+    ),
+    (
+        "{topic}に関する架空のニュース記事の見出しと、三行の要約を書いてください。",
+        "Write a headline and a three-line summary for an invented news story about {topic}.",
+    ),
+    (
+        "{topic}を小学生にもわかるように説明してください。",
+        "Explain {topic} so that a primary-school pupil could follow.",
+    ),
+)
+HELDOUT_TOPICS: tuple[tuple[str, str], ...] = (
+    ("カレンダーの日付計算", "calendar date arithmetic"),
+    ("CSVファイル", "CSV files"),
+    ("パスワード管理", "password management"),
+    ("植物の光合成", "photosynthesis"),
+    ("貯水池", "water reservoirs"),
+    ("郵便制度", "the postal system"),
+    ("ロボット掃除機", "robot vacuum cleaners"),
+    ("気温の単位換算", "temperature unit conversion"),
+    ("古代エジプト", "ancient Egypt"),
+    ("短距離走", "sprinting"),
+    ("ジャズ", "jazz"),
+    ("オンライン会議", "online meetings"),
+)
+
+
+def build_heldout() -> list[dict[str, Any]]:
+    """The held-out prompts, both languages, pairs adjacent, ids ``h…``."""
+    prompts = []
+    for t, tmpl in enumerate(HELDOUT_TEMPLATES):
+        for p, topic in enumerate(HELDOUT_TOPICS):
+            pair = f"h{t:02d}-p{p:03d}"
+            for li, lang in enumerate(("ja", "en")):
+                messages = [
+                    {"role": "system", "content": HELDOUT_SYSTEM[lang]},
+                    {"role": "user", "content": tmpl[li].format(topic=topic[li])},
+                ]
+                prompts.append(
+                    {"id": f"{pair}-{lang}", "lang": lang, "pair": pair, "messages": messages}
+                )
+    return prompts
+
+
+def prepare_heldout(
+    root: Path, training: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The held-out prompts that share nothing with ``training`` or the evaluation
+    prompt files under ``root``, and the check's record."""
+    evals = [p for f in eval_files(root) for p in read_jsonl(f)]
+    kept, report = drop_overlaps(build_heldout(), [*evals, *training])
+    report["against"] = "evaluation prompt files and the training prompts"
+    return kept, report
