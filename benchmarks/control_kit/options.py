@@ -37,7 +37,7 @@ def parser(
         default=1_000_000,
         help="answer tokens per language to generate and per drafter to train on",
     )
-    p.add_argument("--prompts-per-lang", type=int, default=4480, help="default: all built")
+    p.add_argument("--prompts-per-lang", type=int, default=10**6, help="default: all built")
     p.add_argument("--max-tokens", type=int, default=256, help="answer length (generate)")
     p.add_argument("--chunk", type=int, default=2048, help="prompts per generate call")
     p.add_argument("--gen-engine-option", action="append", default=[], metavar="KEY=JSON")

@@ -2,12 +2,13 @@
 evaluation prompts.
 
 Prompts are parallel Japanese/English chat requests: a task template x a topic x an
-answer format, all written here (none taken from the corpora), in one order fixed by a
-seed. A prompt is dropped, with its pair partner, when its text equals an evaluation
-prompt's, when a Japanese text (one with kana or kanji) shares any 12-character window
-with one (whitespace collapsed), or when any text shares an 8-word sequence with one
-(lower-cased words): the evaluation prompts are every ``corpora/*.jsonl`` and the full study's
-``reports/full/prompts.jsonl``.
+answer format (24 templates: the first 16 essay-like ones of the 2026-12-03 run, and 8
+of the study's other kinds of task added after it), all written here (none taken from
+the corpora), in one order fixed by a seed. A prompt is dropped, with its pair partner,
+when its text equals an evaluation prompt's, when a Japanese text (one with kana or
+kanji) shares any 12-character window with one (whitespace collapsed), or when any text
+shares an 8-word sequence with one (lower-cased words): the evaluation prompts are every
+``corpora/*.jsonl`` and the full study's ``reports/full/prompts.jsonl``.
 """
 
 from __future__ import annotations
@@ -91,6 +92,39 @@ TEMPLATES: tuple[tuple[str, str], ...] = (
     (
         "{topic}について、高校の授業の導入で話す内容を{fmt}考えてください。",
         "Prepare an opening for a high-school lesson on {topic}, {fmt}.",
+    ),  # added after the 2026-12-03 run, whose essay-only prompts narrowed the drafters: the
+    # study's other kinds of task (code, translation, chat, news, notices, email, steps)
+    (
+        "{topic}に関係する簡単なPythonプログラムを書き、その動きを{fmt}説明してください。",
+        "Write a simple Python program related to {topic} and explain how it works, {fmt}.",
+    ),
+    (
+        "{topic}の記録を管理する表をSQLで設計し、その考え方を{fmt}述べてください。",
+        "Design an SQL table for keeping records about {topic} and give the reasoning, {fmt}.",
+    ),
+    (
+        "「{topic}について学ぶのは楽しい」を英語に訳し、訳し方の工夫を{fmt}説明してください。",
+        'Translate "learning about {topic} is fun" into Japanese and explain the choices, {fmt}.',
+    ),
+    (
+        "週末に{topic}を試すつもりです。友達のような口調で、{fmt}背中を押してください。",
+        "I plan to try {topic} this weekend. Cheer me on like a friend would, {fmt}.",
+    ),
+    (
+        "{topic}を取り上げた地域ニュースの記事を、{fmt}書いてください。",
+        "Write a local news report featuring {topic}, {fmt}.",
+    ),
+    (
+        "{topic}について市役所が住民に出すお知らせの文を、{fmt}作ってください。",
+        "Draft a notice from the city hall to residents about {topic}, {fmt}.",
+    ),
+    (
+        "{topic}の講座を欠席することを講師に伝えるメールを、{fmt}書いてください。",
+        "Write an email to an instructor saying you will miss a session on {topic}, {fmt}.",
+    ),
+    (
+        "{topic}の準備から片付けまでの手順を、{fmt}まとめてください。",
+        "Summarise the steps for {topic}, from getting ready to tidying up, {fmt}.",
     ),
 )
 
