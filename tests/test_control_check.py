@@ -200,7 +200,7 @@ def test_heldout_prompts_share_nothing_with_training_or_evaluation() -> None:
     assert {p["id"] for p in held}.isdisjoint({p["id"] for p in kept})
     # a training prompt that repeats a held-out text drops that pair (and those of the
     # same template, which share 12-character windows with it)
-    copy = {**kept[0], "messages": [{"role": "user", "content": held[0]["messages"][1]["content"]}]}
+    copy = {"id": "x-ja", "lang": "ja", "pair": "x", "text": P.prompt_texts(held[0])[-1]}
     held2, report2 = P.prepare_heldout(ROOT, [*kept, copy])
     assert held[0]["pair"] not in {p["pair"] for p in held2}
     assert len(held2) == len(held) - 2 * report2["dropped_pairs"] < len(held)
@@ -236,3 +236,34 @@ def test_logit_distillation_moves_the_drafter_towards_the_teacher(tmp_path: Path
     assert kl_to_teacher(tmp_path / "kl") < before
     with pytest.raises(ValueError, match="teacher"):
         train(student, packed, tmp_path / "no", cfg)
+
+
+def test_prompts_are_rendered_as_the_tracer_renders_them_in_the_study_s_proportion(
+    tmp_path: Path,
+) -> None:
+    """The 2026-12-03 run trained on chat-templated answers only while 108 of the study's
+    120 prompts are raw text: prompts now come in both renderings, the same one for both
+    languages of a pair, and ``render`` gives the ids the tracer's engine receives."""
+    from transformers import AutoTokenizer
+
+    from tokenlens.engine.config import PromptJob
+    from tokenlens.engine.worker import render_prompt
+    from tokenlens.models.tiny import ensure_tiny
+
+    study = P.read_jsonl(ROOT / "reports" / "full" / "prompts.jsonl")
+    assert sum("text" in p for p in study) / len(study) == pytest.approx(P.RAW_SHARE)
+    for prompts in (P.build(0), P.build_heldout()):
+        by_pair: dict[str, set[bool]] = {}
+        for p in prompts:
+            by_pair.setdefault(p["pair"], set()).add("text" in p)
+        assert all(len(v) == 1 for v in by_pair.values())
+        raw = sum(v == {True} for v in by_pair.values()) / len(by_pair)
+        assert abs(raw - P.RAW_SHARE) < 0.08 and raw < 1.0
+    assert all("messages" in p for p in P.build(0, raw_share=0.0))
+    tok = AutoTokenizer.from_pretrained(str(ensure_tiny("tiny-qwen3", tmp_path / "cache")))
+    kinds = {"text" in p: p for p in P.build_heldout()}
+    assert set(kinds) == {True, False}
+    for p in kinds.values():
+        job = PromptJob(p["id"], p.get("messages"), p.get("text"), None)
+        assert P.render(tok, p) == render_prompt(tok, job, {})
+    assert P.render(tok, kinds[True])[0] != P.render(tok, kinds[False])[0]  # no template

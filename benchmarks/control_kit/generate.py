@@ -1,10 +1,11 @@
 """The target's own answers to the training prompts, with vLLM offline (no tracing).
 
-Prompts go through the target's chat template (the HF tokenizer of the target
-directory) and are sent as token ids, so the ids written are exactly the context the
-drafter is trained on. Generation runs in chunks, Japanese and English alternating
-inside each, until every language holds ``tokens`` answer tokens, the prompts run out,
-or the next chunk would pass the deadline (its time estimated from the last chunk).
+Prompts are rendered as the tracer renders them (``prompts.render``: chat messages
+through the target's chat template, raw text as is) and are sent as token ids, so the
+ids written are exactly the context the drafter is trained on. Generation runs in
+chunks, Japanese and English alternating inside each, until every language holds
+``tokens`` answer tokens, the prompts run out, or the next chunk would pass the deadline
+(its time estimated from the last chunk).
 Each line of the output: ``id``, ``lang``, ``pair``, ``prompt_ids``, ``answer_ids``,
 ``finish_reason``. Held-out prompts (the manipulation check's, ``heldout``) are answered
 first by the same engine, all of them, into their own file.
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .prompts import render
 
 
 def interleave(prompts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,13 +118,7 @@ def _answer(
 ) -> dict[str, int]:
     """Answer ``batch`` (chat template, token ids in), write one line per prompt to ``f``,
     add the answer tokens per language to ``have``; the tokens written per language."""
-    ids = [
-        tok(
-            tok.apply_chat_template(p["messages"], tokenize=False, add_generation_prompt=True),
-            add_special_tokens=False,
-        )["input_ids"]
-        for p in batch
-    ]
+    ids = [render(tok, p) for p in batch]
     outs = llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
     written: dict[str, int] = {}
     for p, pid, o in zip(batch, ids, outs, strict=True):

@@ -211,11 +211,28 @@ TOPICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def build(seed: int = 0) -> list[dict[str, Any]]:
+# The study's prompts are mostly raw text, encoded as is with no chat template
+# (reports/full/prompts.jsonl: 108 of 120; only 12 are chat messages). The 2026-12-03
+# run trained on chat-templated answers only, a context the traces rarely saw; the
+# prompts are now rendered in the study's proportion, the same way for both languages of
+# a pair, by a seeded draw.
+RAW_SHARE = 108 / 120
+
+
+def _rendered(pid: str, lang: str, pair: str, system: str, text: str, raw: bool) -> dict[str, Any]:
+    """A prompt as the project's prompt files hold it: raw ``text`` or chat ``messages``."""
+    if raw:
+        return {"id": pid, "lang": lang, "pair": pair, "text": text}
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+    return {"id": pid, "lang": lang, "pair": pair, "messages": messages}
+
+
+def build(seed: int = 0, raw_share: float = RAW_SHARE) -> list[dict[str, Any]]:
     """Every training prompt, both languages, in one seeded order (pairs adjacent).
 
-    Each prompt: ``id``, ``lang``, ``pair``, ``messages`` (system, user), as in the
-    project's prompt files.
+    Each prompt: ``id``, ``lang``, ``pair`` and either ``text`` (raw, for a seeded
+    ``raw_share`` of the pairs) or ``messages`` (system, user), as in the project's
+    prompt files.
     """
     combos = [
         (t, p, f)
@@ -223,23 +240,15 @@ def build(seed: int = 0) -> list[dict[str, Any]]:
         for p in range(len(TOPICS))
         for f in range(len(FORMATS))
     ]
-    random.Random(seed).shuffle(combos)
+    rng = random.Random(seed)
+    rng.shuffle(combos)
     prompts = []
     for t, p, f in combos:
         pair = f"t{t:02d}-p{p:03d}-f{f}"
+        raw = rng.random() < raw_share
         for li, lang in enumerate(("ja", "en")):
             text = TEMPLATES[t][li].format(topic=TOPICS[p][li], fmt=FORMATS[f][li])
-            prompts.append(
-                {
-                    "id": f"{pair}-{lang}",
-                    "lang": lang,
-                    "pair": pair,
-                    "messages": [
-                        {"role": "system", "content": SYSTEM[lang]},
-                        {"role": "user", "content": text},
-                    ],
-                }
-            )
+            prompts.append(_rendered(f"{pair}-{lang}", lang, pair, SYSTEM[lang], text, raw))
     return prompts
 
 
@@ -399,21 +408,34 @@ HELDOUT_TOPICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def build_heldout() -> list[dict[str, Any]]:
-    """The held-out prompts, both languages, pairs adjacent, ids ``h…``."""
+def build_heldout(seed: int = 1, raw_share: float = RAW_SHARE) -> list[dict[str, Any]]:
+    """The held-out prompts, both languages, pairs adjacent, ids ``h…``; raw text for a
+    seeded ``raw_share`` of the pairs, chat messages for the rest."""
+    rng = random.Random(seed)
     prompts = []
     for t, tmpl in enumerate(HELDOUT_TEMPLATES):
         for p, topic in enumerate(HELDOUT_TOPICS):
             pair = f"h{t:02d}-p{p:03d}"
+            raw = rng.random() < raw_share
             for li, lang in enumerate(("ja", "en")):
-                messages = [
-                    {"role": "system", "content": HELDOUT_SYSTEM[lang]},
-                    {"role": "user", "content": tmpl[li].format(topic=topic[li])},
-                ]
+                text = tmpl[li].format(topic=topic[li])
                 prompts.append(
-                    {"id": f"{pair}-{lang}", "lang": lang, "pair": pair, "messages": messages}
+                    _rendered(f"{pair}-{lang}", lang, pair, HELDOUT_SYSTEM[lang], text, raw)
                 )
     return prompts
+
+
+def render(tokenizer: Any, prompt: dict[str, Any]) -> list[int]:
+    """The token ids the traced engine receives for ``prompt``: chat messages through the
+    tokenizer's chat template (with the generation prompt), raw text as is; no special
+    tokens added (tokenlens.engine.worker.render_prompt's rule)."""
+    if "messages" in prompt:
+        text = tokenizer.apply_chat_template(
+            prompt["messages"], tokenize=False, add_generation_prompt=True
+        )
+    else:
+        text = prompt["text"]
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def prepare_heldout(
