@@ -10,7 +10,8 @@ prompts never trained on here) and the first ``--study-pairs`` study pairs (the 
 own prompts: used here only to measure, never to train). Answers are cut to
 ``--answer-tokens``. The drafter trains on the front of the Japanese pool with
 ``finetune.train`` (the pipeline's code), is saved in bfloat16 as for vLLM, loaded again,
-and measured with ``agreement.measure`` before and after. Writes one JSON.
+and measured with ``agreement.measure`` before and after (before: the original weights
+rounded to bfloat16, the saved drafter's precision). Writes one JSON.
 
 usage: python3 benchmarks/control_cpu_agreement.py --out FILE [options]
 """
@@ -62,12 +63,14 @@ def study_examples(
 
 
 def measure_dir(
-    model_dir: Path, sets: dict[str, tuple[list[Example], list[str]]]
+    model_dir: Path, sets: dict[str, tuple[list[Example], list[str]]], bf16: bool = False
 ) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    if bf16:  # the precision a saved drafter has (and vLLM runs every drafter in)
+        model = model.to(torch.bfloat16).to(torch.float32)
     out = {}
     for name, (ex, pairs) in sets.items():
         t = time.monotonic()
@@ -155,7 +158,7 @@ def main() -> int:
         before = json.loads(a.before_from.read_text(encoding="utf-8"))["before"]
         record["before"] = {k: v for k, v in before.items() if k in sets}
     else:
-        record["before"] = measure_dir(a.drafter, sets)
+        record["before"] = measure_dir(a.drafter, sets, bf16=True)
     cfg = TrainConfig(
         lr=a.lr,
         rows_per_step=a.rows_per_step,
