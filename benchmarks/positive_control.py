@@ -9,14 +9,16 @@ unit would not fit; run again to continue where it stopped):
              -> WORK/training/prompts*.json*, WORK/training/heldout_prompts*.json*
   generate   the target's greedy answers (vLLM offline) -> WORK/training/generations.jsonl,
              and to the held-out prompts -> WORK/training/heldout.jsonl
-  finetune   one drafter per --shares value (same answer tokens each) -> WORK/drafters/,
+  finetune   one drafter per --shares value (same answer tokens each; --objective kl|ce,
+             --lr) -> WORK/drafters/,
              WORK/training/records.json (share, tokens, steps, loss curve, seed, SHA-256)
   prepare    prompts + generate + finetune under one budget
   check      the manipulation check: each drafter's (and the untuned one's) top-1 agreement
              with the target on the held-out answers -> records.json; exits 3 with one
-             line when the planted ordering is not there (then trace nothing)
+             line when the planted ordering is not there by --check-margin (then trace
+             nothing)
   trace      `tokenlens trace` per drafter (and the untuned one) + n-gram, side by side
-             on one GPU -> WORK/runs/<name>/
+             on one GPU (--gpu-mem each) -> WORK/runs/<name>/
   analyze    `tokenlens analyze DRAFTER NGRAM` per drafter -> WORK/analyses/<name>/
   study      -> WORK/study.json (and --out)
 
