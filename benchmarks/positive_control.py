@@ -5,13 +5,20 @@ usage: python3 benchmarks/positive_control.py STAGE --work WORK [options]
 
 Stages (each with --budget-s: it stops cleanly, between units of work, when the next
 unit would not fit; run again to continue where it stopped):
-  prompts    training prompts + the overlap check -> WORK/training/prompts*.json*
-  generate   the target's greedy answers (vLLM offline) -> WORK/training/generations.jsonl
-  finetune   one drafter per --shares value (same answer tokens each) -> WORK/drafters/,
+  prompts    training prompts + the overlap check, held-out prompts + theirs
+             -> WORK/training/prompts*.json*, WORK/training/heldout_prompts*.json*
+  generate   the target's greedy answers (vLLM offline) -> WORK/training/generations.jsonl,
+             and to the held-out prompts -> WORK/training/heldout.jsonl
+  finetune   one drafter per --shares value (same answer tokens each; --objective kl|ce,
+             --lr) -> WORK/drafters/,
              WORK/training/records.json (share, tokens, steps, loss curve, seed, SHA-256)
   prepare    prompts + generate + finetune under one budget
+  check      the manipulation check: each drafter's (and the untuned one's) top-1 agreement
+             with the target on the held-out answers -> records.json; exits 3 with one
+             line when the planted ordering is not there by --check-margin (then trace
+             nothing)
   trace      `tokenlens trace` per drafter (and the untuned one) + n-gram, side by side
-             on one GPU -> WORK/runs/<name>/
+             on one GPU (--gpu-mem each) -> WORK/runs/<name>/
   analyze    `tokenlens analyze DRAFTER NGRAM` per drafter -> WORK/analyses/<name>/
   study      -> WORK/study.json (and --out)
 
@@ -31,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from control_kit import prompts as prompt_set
+from control_kit.options import parser
 from control_kit.study import build_study
 from control_kit.traces import NGRAM, Job, analyze_argv, run_parallel, trace_argv
 
@@ -93,9 +101,15 @@ def stage_prompts(a: argparse.Namespace) -> None:
             f.write(json.dumps(p, ensure_ascii=False) + "\n")
     report["written_per_lang"] = {k: min(len(v), a.prompts_per_lang) for k, v in per_lang.items()}
     write_json(train / "prompts_check.json", report)
+    held, held_report = prompt_set.prepare_heldout(ROOT, kept)
+    with (train / "heldout_prompts.jsonl").open("w", encoding="utf-8") as f:
+        for p in held:
+            f.write(json.dumps(p, ensure_ascii=False) + "\n")
+    write_json(train / "heldout_prompts_check.json", held_report)
     log(
         f"prompts: built {report['built']}, overlapping {report['overlapping']}, wrote "
-        f"{report['written_per_lang']}"
+        f"{report['written_per_lang']}; held-out {held_report['kept']} of "
+        f"{held_report['built']} kept"
     )
 
 
@@ -119,8 +133,16 @@ def stage_generate(a: argparse.Namespace, deadline: float) -> None:
         chunk=a.chunk,
         engine=engine,
         log=log,
+        heldout=_heldout_job(train, a.heldout_max_tokens),
     )
     write_json(train / "generation.json", record)
+
+
+def _heldout_job(train: Path, max_tokens: int) -> tuple[list[dict[str, Any]], Path, int] | None:
+    src = train / "heldout_prompts.jsonl"
+    if not src.exists():
+        return None
+    return prompt_set.read_jsonl(src), train / "heldout.jsonl", max_tokens
 
 
 def _kv(text: str) -> tuple[str, Any]:
@@ -162,6 +184,7 @@ def stage_finetune(a: argparse.Namespace, deadline: float) -> None:
         seq_len=a.seq_len,
         seed=a.seed,
         log_every=a.log_every,
+        objective=a.objective,
     )
     log(f"finetune: {n} answer tokens per drafter (pools {have}); {cfg}")
     order = sorted(a.shares, key=lambda s: (s not in (0.0, 1.0), a.shares.index(s)))
@@ -179,7 +202,7 @@ def stage_finetune(a: argparse.Namespace, deadline: float) -> None:
         packed = mixing.pack(examples, cfg.seq_len, pad_id=0)
         ja, en = mixing.split(share, n)
         assert (packed.tokens("ja"), packed.tokens("en")) == (ja, en)
-        rec = train(a.drafter, packed, a.work / "drafters" / name, cfg)
+        rec = train(a.drafter, packed, a.work / "drafters" / name, cfg, teacher=a.target)
         rec.update(
             {
                 "share": share,
@@ -221,6 +244,8 @@ def stage_prepare(a: argparse.Namespace, deadline: float) -> None:
         str(a.max_tokens),
         "--chunk",
         str(a.chunk),
+        "--heldout-max-tokens",
+        str(a.heldout_max_tokens),
         "--budget-s",
         f"{budget:.0f}",
         "--eager" if a.eager else "--no-eager",
@@ -231,6 +256,35 @@ def stage_prepare(a: argparse.Namespace, deadline: float) -> None:
     if rc != 0:
         raise SystemExit(f"generate failed (exit status {rc})")
     stage_finetune(a, deadline)
+
+
+def stage_check(a: argparse.Namespace) -> None:
+    """Held-out agreement per drafter (and the untuned one) into records.json, then the
+    check; SystemExit(3) with one line when it fails."""
+    from control_kit.agreement import run_check
+
+    records_path = a.work / "training" / "records.json"
+    records = read_json(records_path)
+    dirs = {n: a.work / "drafters" / n for n in sorted(records.get("drafters", {}))}
+    result = run_check(
+        records,
+        a.work / "training" / "heldout.jsonl",
+        {UNTUNED: a.drafter, **dirs},
+        untuned=UNTUNED,
+        margin=a.check_margin,
+        seq_len=a.seq_len,
+        rows=a.check_rows,
+        log=log,
+    )
+    write_json(records_path, records)
+    if not result["passed"]:
+        print(
+            f"manipulation check FAILED ({result['conditions']}; {result['values']}): "
+            "trace nothing",
+            file=sys.stderr,
+        )
+        raise SystemExit(3)
+    log(f"check passed: {result['values']}")
 
 
 def _tl(a: argparse.Namespace) -> list[str]:
@@ -300,87 +354,23 @@ def stage_study(a: argparse.Namespace) -> None:
     log(f"study: {len(names)} drafters; checks {json.dumps(study['checks'])[:400]}")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument(
-        "stage", choices=("prompts", "generate", "finetune", "prepare", "trace", "analyze", "study")
-    )
-    p.add_argument("--work", type=Path, required=True, help="working directory (weights too)")
-    p.add_argument("--budget-s", type=float, default=540.0, help="seconds this stage may take")
-    p.add_argument("--target", type=Path, help="target model directory (generate)")
-    p.add_argument("--drafter", type=Path, help="original drafter directory (finetune, trace)")
-    p.add_argument("--shares", type=shares_arg, default=[0.0, 0.5, 1.0], help="default 0,0.5,1")
-    p.add_argument(
-        "--tokens",
-        type=int,
-        default=1_000_000,
-        help="answer tokens per language to generate and per drafter to train on",
-    )
-    p.add_argument("--prompts-per-lang", type=int, default=4480, help="default: all built")
-    p.add_argument("--max-tokens", type=int, default=256, help="answer length (generate)")
-    p.add_argument("--chunk", type=int, default=2048, help="prompts per generate call")
-    p.add_argument("--gen-engine-option", action="append", default=[], metavar="KEY=JSON")
-    p.add_argument("--again", action="store_true", help="generate again over a finished one")
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--rows-per-step", type=int, default=16)
-    p.add_argument("--micro-rows", type=int, default=16)
-    p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--log-every", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--train-tok-s",
-        type=float,
-        default=40_000.0,
-        help="expected training tokens/s, to reserve time for finetune",
-    )
-    p.add_argument("--commit", help="the code's commit where there is no .git")
-    p.add_argument("--prompts", type=Path, default=ROOT / "reports" / "full" / "prompts.jsonl")
-    p.add_argument("--tl", default=f"{sys.executable} -m tokenlens", help="tokenlens command")
-    p.add_argument(
-        "--untuned",
-        default="qwen2.5-coder-0.5b-instruct",
-        help="the untuned drafter to trace as the reference: the embedded key "
-        "(its manifest then names it as the study's did), a path, or none",
-    )
-    p.add_argument("--k", type=int, default=3)
-    p.add_argument("--dtype", default="bfloat16")
-    p.add_argument("--cap-tokens", type=int, default=128)
-    p.add_argument("--gpu-mem", type=float, default=0.15, help="gpu_memory_utilization per trace")
-    p.add_argument(
-        "--kv-cache-gb",
-        type=float,
-        default=8.0,
-        help="KV cache per trace engine (skips vLLM's memory profiling, which "
-        "parallel engines upset); 0: vLLM sizes it",
-    )
-    p.add_argument(
-        "--eager",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="enforce_eager for generate and traces (no compile: starts in seconds, not minutes)",
-    )
-    p.add_argument("--trace-engine-option", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--trace-extra", default="", help="more `tokenlens trace` options (a string)")
-    p.add_argument("--stagger-s", type=float, default=3.0, help="seconds between trace starts")
-    p.add_argument("--jobs", type=int, default=2, help="analyses at once")
-    p.add_argument("--out", type=Path, help="study: also write study.json here")
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    a = parser(__doc__, ROOT, shares_arg).parse_args(argv)
     deadline = T0 + a.budget_s
     a.work.mkdir(parents=True, exist_ok=True)
     log(f"stage {a.stage}, budget {a.budget_s:.0f} s, work {a.work}")
     if a.stage in ("generate", "prepare") and a.target is None:
         raise SystemExit("--target is needed")
-    if a.stage in ("finetune", "prepare") and a.drafter is None:
+    if a.stage in ("finetune", "prepare", "check") and a.drafter is None:
         raise SystemExit("--drafter is needed")
+    if a.stage in ("finetune", "prepare") and a.objective == "kl" and a.target is None:
+        raise SystemExit("--objective kl needs --target (the teacher)")
     stages = {
         "prompts": lambda: stage_prompts(a),
         "generate": lambda: stage_generate(a, deadline),
         "finetune": lambda: stage_finetune(a, deadline),
         "prepare": lambda: stage_prepare(a, deadline),
+        "check": lambda: stage_check(a),
         "trace": lambda: stage_trace(a, deadline),
         "analyze": lambda: stage_analyze(a, deadline),
         "study": lambda: stage_study(a),

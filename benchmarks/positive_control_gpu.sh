@@ -3,10 +3,16 @@
 #
 # usage: bash benchmarks/positive_control_gpu.sh WORK [STAGES] [BUDGET_S]
 #   WORK      working directory on the host's disk (drafter weights live here, only here)
-#   STAGES    all (default): prepare, trace, analyze, study, pack
-#             prepare: prompts + generate + finetune, then pack
+#   STAGES    all (default): prepare, check, trace, analyze, study, pack
+#             prepare: prompts + generate + finetune + check, then pack
+#             generate: prompts + generate (training and held-out answers), then pack:
+#                      the first of two commands; its $OUT comes back and is carried in
+#             train:   restore what `generate` packed (FROM=that $OUT), finetune, check,
+#                      trace, analyze + study if time is left, pack: the second command
 #             trace:   traces, then analyze + study if time is left, then pack
 #             finish:  analyze + study + pack      pack: pack only
+#   The check (held-out top-1 agreement with the target, before any trace) stops the
+#   command with exit status 3 and traces nothing when the planted ordering is absent.
 #   BUDGET_S  seconds this command may take in all (default 560)
 # environment:
 #   TOKENLENS_CACHE  the tokenlens cache: models/qwen2.5-coder-1.5b-instruct and
@@ -17,6 +23,8 @@
 #   COMMIT           the checkout's commit, recorded where there is no .git
 #   TRACE_RESERVE_S  seconds kept for the traces by `all` (default 250)
 #   PC_OPTIONS       more options for benchmarks/positive_control.py (e.g. "--tokens 500000")
+#   FROM             train: the folder holding control-training.tgz and
+#                    control-generations.jsonl.gz from a `generate` command
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 WORK=${1:?usage: positive_control_gpu.sh WORK [STAGES] [BUDGET_S]}
@@ -34,14 +42,36 @@ mkdir -p "$WORK" "$OUT"
 
 say() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - T_START ))s] $*"; }
 left() { echo $(( BUDGET - ($(date +%s) - T_START) )); }
-pc() {  # pc STAGE BUDGET [options...]
-  local stage=$1 budget=$2; shift 2
+pc() {  # pc STAGE BUDGET [options...]; returns the stage's exit status
+  local stage=$1 budget=$2 rc; shift 2
   say "positive_control.py $stage (budget ${budget} s)"
   # shellcheck disable=SC2086
   $PY "$HERE/positive_control.py" "$stage" --work "$WORK" --budget-s "$budget" \
     --target "$TARGET" --drafter "$DRAFTER" --tl "$TL" ${COMMIT:+--commit "$COMMIT"} \
     ${PC_OPTIONS:-} "$@" 2>&1 | tee -a "$WORK/logs/driver.log"
-  say "positive_control.py $stage: rc=${PIPESTATUS[0]}"
+  rc=${PIPESTATUS[0]}
+  say "positive_control.py $stage: rc=$rc"
+  return "$rc"
+}
+
+checked() {  # the manipulation check; on failure pack what there is and stop (exit 3)
+  if ! pc check 120; then
+    say "manipulation check failed or did not run: no traces (see training/records.json)"
+    pack; exit 3
+  fi
+}
+
+restore() {  # unpack a `generate` command's $OUT (FROM) into WORK
+  local from=${FROM:?set FROM to the OUT of the generate command}
+  ( cd "$(dirname "$WORK")" && tar -xzf "$from/control-training.tgz" ) || exit 1
+  gunzip -c "$from/control-generations.jsonl.gz" > "$WORK/training/generations.jsonl" || exit 1
+  say "restored $(wc -l < "$WORK/training/generations.jsonl") generations from $from"
+}
+
+traces() {  # trace, then analyze if time is left, study, pack
+  pc trace $(( $(left) - ${1:-30} ))
+  if [ "$(left)" -gt 100 ]; then pc analyze $(( $(left) - 30 )) --jobs 4; fi
+  pc study 20; pack
 }
 
 pack() {
@@ -71,14 +101,14 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/de
 case $STAGES in
   all)
     pc prepare $(( $(left) - ${TRACE_RESERVE_S:-250} ))
-    pc trace $(( $(left) - 30 ))
-    if [ "$(left)" -gt 100 ]; then pc analyze $(( $(left) - 30 )) --jobs 4; fi
-    pc study 20; pack ;;
-  prepare) pc prepare $(( $(left) - 30 )); pack ;;
-  trace)
-    pc trace $(( $(left) - 90 ))
-    if [ "$(left)" -gt 100 ]; then pc analyze $(( $(left) - 30 )) --jobs 4; fi
-    pc study 20; pack ;;
+    checked; traces 30 ;;
+  prepare) pc prepare $(( $(left) - 150 )); checked; pack ;;
+  generate) pc prompts 30; pc generate $(( $(left) - 30 )); pack ;;
+  train)
+    restore
+    pc finetune $(( $(left) - ${TRACE_RESERVE_S:-250} ))
+    checked; traces 30 ;;
+  trace) traces 90 ;;
   finish) pc analyze $(( $(left) - 30 )) --jobs 4; pc study 20; pack ;;
   pack) pack ;;
   *) echo "unknown STAGES $STAGES" >&2; exit 2 ;;

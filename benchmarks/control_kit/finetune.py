@@ -2,8 +2,13 @@
 
 Plain PyTorch + transformers: float32 master weights, bfloat16 autocast on CUDA (float32
 throughout on the CPU), AdamW, linear warm-up then cosine decay to a tenth, gradient
-clipping at 1, a fixed seed. The loss is the mean cross-entropy over the step's answer
-tokens only (``Packed.loss_mask``); the LM head runs on those positions alone. Before the
+clipping at 1, a fixed seed. The loss is taken over the step's answer tokens only
+(``Packed.loss_mask``; the LM head runs on those positions alone): the mean
+cross-entropy of the target's greedy tokens (``objective="ce"``), or the mean KL
+divergence from the target's own next-token distribution there (``objective="kl"``,
+logit distillation: the target runs beside the drafter, bfloat16 on CUDA). Each logged
+step also records the drafter's top-1 agreement with the target's tokens on that step's
+examples, measured before the step's update (single pass: they are unseen). Before the
 first step, a packing check compares one example's hidden states inside a packed row
 with the same example run alone (packing must not let examples attend to each other;
 the record says whether it passed).
@@ -57,6 +62,7 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 1
     save_dtype: str = "bfloat16"
+    objective: str = "ce"  # "ce": the target's greedy tokens; "kl": its distribution
 
 
 def sha256(path: Path) -> str:
@@ -108,9 +114,16 @@ def packing_check(model: Any, packed: Packed, dev: torch.device) -> dict[str, An
 
 
 def _step_loss(
-    model: Any, packed: Packed, rows: slice, dev: torch.device, autocast: bool
+    model: Any,
+    packed: Packed,
+    rows: slice,
+    dev: torch.device,
+    autocast: bool,
+    teacher: Any = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Summed cross-entropy over the rows' loss positions, and its per-language sums."""
+    """The summed loss over the rows' loss positions, and per language its sum
+    (``loss_ja``/``loss_en``) and the top-1 matches with the target's tokens
+    (``match_ja``/``match_en``). With ``teacher``, the loss is KL(teacher || model)."""
     ids = torch.tensor(packed.input_ids[rows], device=dev)
     pos = torch.tensor(packed.position_ids[rows], device=dev)
     mask_np = packed.loss_mask[rows]
@@ -119,17 +132,44 @@ def _step_loss(
     with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
         hidden = _hidden(model, ids, pos)[mask]
         logits = model.lm_head(hidden)
-    losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+    logits = logits.float()
+    if teacher is None:
+        losses = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    else:
+        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
+            t_logits = teacher.lm_head(_hidden(teacher, ids, pos)[mask])
+        t_logp = torch.log_softmax(t_logits.float(), -1)
+        logp = torch.log_softmax(logits, -1)
+        losses = (t_logp.exp() * (t_logp - logp)).sum(-1)
+    match = logits.detach().argmax(-1) == targets
     langs = packed.loss_lang[rows][mask_np]
-    by_lang = {}
+    parts = {}
     for lang in ("ja", "en"):
         sel = torch.tensor(langs == lang, device=dev)
-        by_lang[lang] = float(losses[sel].sum().detach()) if bool(sel.any()) else 0.0
-    return losses.sum(), by_lang
+        any_ = bool(sel.any())
+        parts[f"loss_{lang}"] = float(losses[sel].sum().detach()) if any_ else 0.0
+        parts[f"match_{lang}"] = float(match[sel].sum()) if any_ else 0.0
+    return losses.sum(), parts
 
 
-def train(drafter: Path, packed: Packed, out: Path, cfg: TrainConfig) -> dict[str, Any]:
-    """Fine-tune ``drafter`` on ``packed``, save it to ``out``; the training record."""
+def _teacher(path: Path | None, objective: str, dev: torch.device) -> Any:
+    if objective == "ce":
+        return None
+    if objective != "kl" or path is None:
+        raise ValueError(f"objective {objective!r} needs a teacher (the target) and is ce or kl")
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    teacher = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(dev)
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+def train(
+    drafter: Path, packed: Packed, out: Path, cfg: TrainConfig, teacher: Path | None = None
+) -> dict[str, Any]:
+    """Fine-tune ``drafter`` on ``packed``, save it to ``out``; the training record.
+    ``teacher`` (the target's directory) is needed for ``cfg.objective == "kl"``."""
     t0 = time.monotonic()
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
@@ -139,6 +179,7 @@ def train(drafter: Path, packed: Packed, out: Path, cfg: TrainConfig) -> dict[st
     torch.backends.cuda.matmul.allow_tf32 = False  # the check compares float32 exactly
     check = packing_check(model, packed, dev)
     torch.backends.cuda.matmul.allow_tf32 = True
+    tmodel = _teacher(teacher, cfg.objective, dev)
     model.train()
     opt = torch.optim.AdamW(
         model.parameters(),
@@ -159,14 +200,14 @@ def train(drafter: Path, packed: Packed, out: Path, cfg: TrainConfig) -> dict[st
             g["lr"] = lr_at(step, steps, cfg)
         opt.zero_grad(set_to_none=True)
         total = 0.0
-        by_lang = {"ja": 0.0, "en": 0.0}
+        by_lang: dict[str, float] = {}
         for m in range(lo, hi, cfg.micro_rows):
             rows = slice(m, min(hi, m + cfg.micro_rows))
-            loss, parts = _step_loss(model, packed, rows, dev, autocast)
+            loss, parts = _step_loss(model, packed, rows, dev, autocast, tmodel)
             (loss / n_tok).backward()
             total += float(loss.detach())
-            for k in by_lang:
-                by_lang[k] += parts[k]
+            for k, v in parts.items():
+                by_lang[k] = by_lang.get(k, 0.0) + v
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         opt.step()
         step_tok = {
@@ -180,8 +221,11 @@ def train(drafter: Path, packed: Packed, out: Path, cfg: TrainConfig) -> dict[st
                     "step": step + 1,
                     "lr": lr_at(step, steps, cfg),
                     "loss": total / n_tok,
-                    "loss_ja": by_lang["ja"] / step_tok["ja"] if step_tok["ja"] else None,
-                    "loss_en": by_lang["en"] / step_tok["en"] if step_tok["en"] else None,
+                    **{
+                        f"{what}_{k}": by_lang[f"{what}_{k}"] / step_tok[k] if step_tok[k] else None
+                        for what in ("loss", "match")
+                        for k in ("ja", "en")
+                    },
                     "tokens_seen": seen["ja"] + seen["en"],
                 }
             )
@@ -189,7 +233,8 @@ def train(drafter: Path, packed: Packed, out: Path, cfg: TrainConfig) -> dict[st
         torch.cuda.synchronize()
     train_s = time.monotonic() - t_train
     weights = save(model, drafter, out, cfg.save_dtype)
-    del model, opt
+    teacher_used = None if tmodel is None else str(teacher)
+    del model, opt, tmodel
     gc.collect()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -202,6 +247,8 @@ def train(drafter: Path, packed: Packed, out: Path, cfg: TrainConfig) -> dict[st
         "config": asdict(cfg),
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "precision": "float32 weights, bfloat16 autocast" if autocast else "float32",
+        "objective": cfg.objective,
+        "teacher": teacher_used,
         "packing_check": check,
         "train_s": round(train_s, 2),
         "wall_s": round(time.monotonic() - t0, 2),

@@ -2,12 +2,13 @@
 evaluation prompts.
 
 Prompts are parallel Japanese/English chat requests: a task template x a topic x an
-answer format, all written here (none taken from the corpora), in one order fixed by a
-seed. A prompt is dropped, with its pair partner, when its text equals an evaluation
-prompt's, when a Japanese text (one with kana or kanji) shares any 12-character window
-with one (whitespace collapsed), or when any text shares an 8-word sequence with one
-(lower-cased words): the evaluation prompts are every ``corpora/*.jsonl`` and the full study's
-``reports/full/prompts.jsonl``.
+answer format (24 templates: the first 16 essay-like ones of the 2026-12-03 run, and 8
+of the study's other kinds of task added after it), all written here (none taken from
+the corpora), in one order fixed by a seed. A prompt is dropped, with its pair partner,
+when its text equals an evaluation prompt's, when a Japanese text (one with kana or
+kanji) shares any 12-character window with one (whitespace collapsed), or when any text
+shares an 8-word sequence with one (lower-cased words): the evaluation prompts are every
+``corpora/*.jsonl`` and the full study's ``reports/full/prompts.jsonl``.
 """
 
 from __future__ import annotations
@@ -91,6 +92,39 @@ TEMPLATES: tuple[tuple[str, str], ...] = (
     (
         "{topic}について、高校の授業の導入で話す内容を{fmt}考えてください。",
         "Prepare an opening for a high-school lesson on {topic}, {fmt}.",
+    ),  # added after the 2026-12-03 run, whose essay-only prompts narrowed the drafters: the
+    # study's other kinds of task (code, translation, chat, news, notices, email, steps)
+    (
+        "{topic}に関係する簡単なPythonプログラムを書き、その動きを{fmt}説明してください。",
+        "Write a simple Python program related to {topic} and explain how it works, {fmt}.",
+    ),
+    (
+        "{topic}の記録を管理する表をSQLで設計し、その考え方を{fmt}述べてください。",
+        "Design an SQL table for keeping records about {topic} and give the reasoning, {fmt}.",
+    ),
+    (
+        "「{topic}について学ぶのは楽しい」を英語に訳し、訳し方の工夫を{fmt}説明してください。",
+        'Translate "learning about {topic} is fun" into Japanese and explain the choices, {fmt}.',
+    ),
+    (
+        "週末に{topic}を試すつもりです。友達のような口調で、{fmt}背中を押してください。",
+        "I plan to try {topic} this weekend. Cheer me on like a friend would, {fmt}.",
+    ),
+    (
+        "{topic}を取り上げた地域ニュースの記事を、{fmt}書いてください。",
+        "Write a local news report featuring {topic}, {fmt}.",
+    ),
+    (
+        "{topic}について市役所が住民に出すお知らせの文を、{fmt}作ってください。",
+        "Draft a notice from the city hall to residents about {topic}, {fmt}.",
+    ),
+    (
+        "{topic}の講座を欠席することを講師に伝えるメールを、{fmt}書いてください。",
+        "Write an email to an instructor saying you will miss a session on {topic}, {fmt}.",
+    ),
+    (
+        "{topic}の準備から片付けまでの手順を、{fmt}まとめてください。",
+        "Summarise the steps for {topic}, from getting ready to tidying up, {fmt}.",
     ),
 )
 
@@ -177,11 +211,28 @@ TOPICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def build(seed: int = 0) -> list[dict[str, Any]]:
+# The study's prompts are mostly raw text, encoded as is with no chat template
+# (reports/full/prompts.jsonl: 108 of 120; only 12 are chat messages). The 2026-12-03
+# run trained on chat-templated answers only, a context the traces rarely saw; the
+# prompts are now rendered in the study's proportion, the same way for both languages of
+# a pair, by a seeded draw.
+RAW_SHARE = 108 / 120
+
+
+def _rendered(pid: str, lang: str, pair: str, system: str, text: str, raw: bool) -> dict[str, Any]:
+    """A prompt as the project's prompt files hold it: raw ``text`` or chat ``messages``."""
+    if raw:
+        return {"id": pid, "lang": lang, "pair": pair, "text": text}
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+    return {"id": pid, "lang": lang, "pair": pair, "messages": messages}
+
+
+def build(seed: int = 0, raw_share: float = RAW_SHARE) -> list[dict[str, Any]]:
     """Every training prompt, both languages, in one seeded order (pairs adjacent).
 
-    Each prompt: ``id``, ``lang``, ``pair``, ``messages`` (system, user), as in the
-    project's prompt files.
+    Each prompt: ``id``, ``lang``, ``pair`` and either ``text`` (raw, for a seeded
+    ``raw_share`` of the pairs) or ``messages`` (system, user), as in the project's
+    prompt files.
     """
     combos = [
         (t, p, f)
@@ -189,23 +240,15 @@ def build(seed: int = 0) -> list[dict[str, Any]]:
         for p in range(len(TOPICS))
         for f in range(len(FORMATS))
     ]
-    random.Random(seed).shuffle(combos)
+    rng = random.Random(seed)
+    rng.shuffle(combos)
     prompts = []
     for t, p, f in combos:
         pair = f"t{t:02d}-p{p:03d}-f{f}"
+        raw = rng.random() < raw_share
         for li, lang in enumerate(("ja", "en")):
             text = TEMPLATES[t][li].format(topic=TOPICS[p][li], fmt=FORMATS[f][li])
-            prompts.append(
-                {
-                    "id": f"{pair}-{lang}",
-                    "lang": lang,
-                    "pair": pair,
-                    "messages": [
-                        {"role": "system", "content": SYSTEM[lang]},
-                        {"role": "user", "content": text},
-                    ],
-                }
-            )
+            prompts.append(_rendered(f"{pair}-{lang}", lang, pair, SYSTEM[lang], text, raw))
     return prompts
 
 
@@ -310,4 +353,97 @@ def prepare(root: Path, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, 
     report["prompts_sha256"] = hashlib.sha256(
         json.dumps(kept, ensure_ascii=False, sort_keys=True).encode()
     ).hexdigest()
+    return kept, report
+
+
+# Held-out prompts for the manipulation check (agreement.py): their own system prompts,
+# task templates (code, steps, chat, translation, news, explanation: the study's kinds)
+# and topics, sharing nothing with the training prompts or the evaluation prompts
+# (``prepare_heldout`` checks both with the rule above).
+HELDOUT_SYSTEM = {
+    "ja": "あなたは落ち着いた口調で要点をまとめるアシスタントです。",
+    "en": "You are a calm assistant who gets straight to the point.",
+}
+HELDOUT_TEMPLATES: tuple[tuple[str, str], ...] = (
+    (
+        "{topic}を扱う小さなPythonの関数を書き、コードの後に使い方を一行で説明してください。",
+        "Write a small Python function that deals with {topic}, then explain its use in "
+        "one line after the code.",
+    ),
+    (
+        "{topic}を始めるための手順を、番号付きで五つ挙げてください。",
+        "List five numbered steps for getting started with {topic}.",
+    ),
+    (
+        "最近{topic}に興味があります。気軽な雑談のつもりで、感想と質問を返してください。",
+        "Lately I have grown curious about {topic}. Reply casually, with a thought and a "
+        "question back.",
+    ),
+    (
+        "次の文を英語に訳してください：「{topic}は思ったより奥が深い。」",
+        'Translate into Japanese: "{topic} turns out to be deeper than it first seems."',
+    ),
+    (
+        "{topic}に関する架空のニュース記事の見出しと、三行の要約を書いてください。",
+        "Write a headline and a three-line summary for an invented news story about {topic}.",
+    ),
+    (
+        "{topic}を小学生にもわかるように説明してください。",
+        "Explain {topic} so that a primary-school pupil could follow.",
+    ),
+)
+HELDOUT_TOPICS: tuple[tuple[str, str], ...] = (
+    ("カレンダーの日付計算", "calendar date arithmetic"),
+    ("CSVファイル", "CSV files"),
+    ("パスワード管理", "password management"),
+    ("植物の光合成", "photosynthesis"),
+    ("貯水池", "water reservoirs"),
+    ("郵便制度", "the postal system"),
+    ("ロボット掃除機", "robot vacuum cleaners"),
+    ("気温の単位換算", "temperature unit conversion"),
+    ("古代エジプト", "ancient Egypt"),
+    ("短距離走", "sprinting"),
+    ("ジャズ", "jazz"),
+    ("オンライン会議", "online meetings"),
+)
+
+
+def build_heldout(seed: int = 1, raw_share: float = RAW_SHARE) -> list[dict[str, Any]]:
+    """The held-out prompts, both languages, pairs adjacent, ids ``h…``; raw text for a
+    seeded ``raw_share`` of the pairs, chat messages for the rest."""
+    rng = random.Random(seed)
+    prompts = []
+    for t, tmpl in enumerate(HELDOUT_TEMPLATES):
+        for p, topic in enumerate(HELDOUT_TOPICS):
+            pair = f"h{t:02d}-p{p:03d}"
+            raw = rng.random() < raw_share
+            for li, lang in enumerate(("ja", "en")):
+                text = tmpl[li].format(topic=topic[li])
+                prompts.append(
+                    _rendered(f"{pair}-{lang}", lang, pair, HELDOUT_SYSTEM[lang], text, raw)
+                )
+    return prompts
+
+
+def render(tokenizer: Any, prompt: dict[str, Any]) -> list[int]:
+    """The token ids the traced engine receives for ``prompt``: chat messages through the
+    tokenizer's chat template (with the generation prompt), raw text as is; no special
+    tokens added (tokenlens.engine.worker.render_prompt's rule)."""
+    if "messages" in prompt:
+        text = tokenizer.apply_chat_template(
+            prompt["messages"], tokenize=False, add_generation_prompt=True
+        )
+    else:
+        text = prompt["text"]
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def prepare_heldout(
+    root: Path, training: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The held-out prompts that share nothing with ``training`` or the evaluation
+    prompt files under ``root``, and the check's record."""
+    evals = [p for f in eval_files(root) for p in read_jsonl(f)]
+    kept, report = drop_overlaps(build_heldout(), [*evals, *training])
+    report["against"] = "evaluation prompt files and the training prompts"
     return kept, report
