@@ -41,6 +41,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 
+from tokenlens.analysis.columns import labels
 from tokenlens.arrays import F64, I64, Mask
 
 LEVEL = 0.95
@@ -102,10 +103,10 @@ class Totals:
 def prompt_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_]:
     """The prompt each row belongs to: ``prompt_id``, else the request id without ``#i``."""
     if "prompt_id" in frame:
-        prompt: npt.NDArray[np.object_] = frame["prompt_id"].astype(str).to_numpy(dtype=object)
-        if all(p not in ("", "nan", "None", "<NA>") for p in prompt):
+        prompt: npt.NDArray[np.object_] = labels(frame, "prompt_id")
+        if all(p not in ("", "nan", "None", "<NA>") for p in pd.unique(prompt)):
             return prompt
-    request = frame["request_id"].astype(str).to_numpy(dtype=object)
+    request = labels(frame, "request_id")
     return np.asarray([r.split("#", 1)[0] for r in request], dtype=object)
 
 
@@ -113,8 +114,8 @@ def pair_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_] | None:
     """Each row's prompt pair, or None unless every row has one."""
     if "pair" not in frame:
         return None
-    pair: npt.NDArray[np.object_] = frame["pair"].astype(str).to_numpy(dtype=object)
-    if len(pair) == 0 or any(p in ("", "nan", "None", "<NA>") for p in pair):
+    pair: npt.NDArray[np.object_] = labels(frame, "pair")
+    if len(pair) == 0 or any(p in ("", "nan", "None", "<NA>") for p in pd.unique(pair)):
         return None
     return pair
 
@@ -176,7 +177,7 @@ class Resampler:
             unit = "prompt pair"
         else:
             prompts = prompt_keys(frame)
-            lang = frame["lang"].astype(str).to_numpy(dtype=object)
+            lang = labels(frame, "lang")
             cluster, uniques = pd.factorize(prompts, sort=True)
             first = np.unique(cluster, return_index=True)[1]
             stratum = pd.factorize(lang[first])[0].astype(np.int64)
