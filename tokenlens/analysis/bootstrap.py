@@ -217,25 +217,30 @@ class Resampler:
 
     def clusters_with(self, group: I64, n_groups: int, rows: Mask) -> I64:
         """Number of clusters with at least one row in each group."""
+        present = self._present(group, n_groups, rows)
+        return np.asarray(present.sum(axis=0), dtype=np.int64)
+
+    def _present(self, group: I64, n_groups: int, rows: Mask) -> npt.NDArray[np.bool_]:
+        """Whether cluster c has a row among ``rows`` in group g: shape (C, n_groups)."""
         keep = rows & (group >= 0)
-        pairs = np.unique(self.cluster[keep] * n_groups + group[keep])
-        return np.bincount(pairs % n_groups, minlength=n_groups).astype(np.int64)
+        present = np.zeros(self.n_clusters * n_groups, dtype=bool)
+        present[self.cluster[keep] * n_groups + group[keep]] = True
+        return present.reshape(self.n_clusters, n_groups)
 
     def design(self, rows: Mask) -> tuple[int, int]:
         """(G, H): clusters with a row among ``rows``, and the strata they fall in."""
-        used = np.unique(self.cluster[rows])
+        used = np.flatnonzero(np.bincount(self.cluster[rows], minlength=self.n_clusters))
         if len(used) == 0:
             return 0, 0
         return len(used), len(np.unique(self.stratum[used]))
 
     def group_design(self, group: I64, n_groups: int, rows: Mask) -> tuple[I64, I64]:
         """(G, H) per group."""
-        keep = rows & (group >= 0)
-        g_out = np.zeros(n_groups, dtype=np.int64)
+        present = self._present(group, n_groups, rows)
+        g_out = present.sum(axis=0).astype(np.int64)
         h_out = np.zeros(n_groups, dtype=np.int64)
         for g in range(n_groups):
-            used = np.unique(self.cluster[keep & (group == g)])
-            g_out[g] = len(used)
+            used = np.flatnonzero(present[:, g])
             h_out[g] = len(np.unique(self.stratum[used])) if len(used) else 0
         return g_out, h_out
 

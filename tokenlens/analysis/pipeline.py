@@ -31,7 +31,7 @@ from tokenlens.analysis.inputs import CheckedInputs, validate_inputs
 from tokenlens.analysis.join import OUTPUTS_SCHEMA, output_texts, run_vocabulary
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
-from tokenlens.analysis.stream import TableSink, join_chunked, plain_strings
+from tokenlens.analysis.stream import TableSink, compact, join_chunked, plain_strings
 from tokenlens.analysis.summarize import RunInfo, summarize
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
@@ -147,7 +147,7 @@ def _analyze(
         progress.advance()
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     del frames
-    frame = study_columns(frame, families, domains, directions)
+    frame = compact(study_columns(frame, families, domains, directions))
     if frame.empty:
         raise TokenlensError("the runs hold no draft events (was speculative decoding on?)")
     progress.stage("statistics")

@@ -34,7 +34,7 @@ from tokenlens.arrays import I64
 from tokenlens.rundir import Run
 from tokenlens.text import Vocabulary
 
-CHUNK_EVENTS = 200_000
+CHUNK_EVENTS = 50_000
 """A chunk is the fewest whole requests (in request order) with at least this many
 events; one request longer than that is a chunk of its own."""
 
@@ -132,6 +132,20 @@ def _categorical(name: str, series: list[pd.Series], back: I64) -> pd.Categorica
         codes, cats = remap[codes], [cats[i] for i in seen]
     dtype = pd.CategoricalDtype(pd.Index(cats, dtype=series[0].cat.categories.dtype))
     return pd.Categorical.from_codes(codes, dtype=dtype)
+
+
+FREE_TEXT = ("token_text", "draft_text")
+"""Columns of token strings: one Python string per row in the join's frame."""
+
+
+def compact(frame: pd.DataFrame) -> pd.DataFrame:
+    """The figures' frame: the token-string columns as categoricals (one code per row,
+    each distinct token once), for memory and for :func:`~tokenlens.analysis.columns.
+    value_codes`; no figure reads their dtype. tokens.parquet keeps them as strings."""
+    for name in FREE_TEXT:
+        if name in frame and not isinstance(frame[name].dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype("category")
+    return frame
 
 
 class TableSink:

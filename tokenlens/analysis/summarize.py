@@ -218,7 +218,7 @@ def label_pooled(
             figure.update(pooled_over_k=ks, family=family)
 
     for name, mask in fams.items():
-        ks = sorted({int(x) for x in ks_all[mask]})
+        ks = [int(x) for x in np.unique(ks_all[mask])]
         if len(ks) < 2:
             continue
         block = out["families"].get(name) or {}

@@ -131,7 +131,8 @@ def configurations(frame: pd.DataFrame, rows: Mask) -> list[list[Any]]:
     """The distinct (method, k) run configurations among ``rows``, sorted."""
     method = label_values(frame, "method")[rows]
     k = frame["k"].to_numpy()[rows] if "k" in frame else np.zeros(int(rows.sum()), np.int64)
-    pairs = {(str(m), int(x)) for m, x in zip(method, k, strict=True)}
+    distinct = pd.DataFrame({"m": method, "k": k}).drop_duplicates()
+    pairs = {(str(m), int(x)) for m, x in zip(distinct["m"], distinct["k"], strict=True)}
     return [[m, x] for m, x in sorted(pairs)]
 
 
