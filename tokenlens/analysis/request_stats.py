@@ -53,7 +53,8 @@ ORDER BY run, request_id, class NULLS LAST
 
 @dataclass(frozen=True)
 class StatsConfig:
-    """``source``: a tokens.parquet file or a directory of them (read recursively);
+    """``source``: a tokens.parquet file or a directory of them (read recursively; each
+    file holds every column, directory names are not read as partition columns);
     ``out``: the Parquet output (a file with DuckDB, a directory of parts with Spark);
     ``master``: Spark's master URL (``local[2]``, ``spark://host:7077``, ``yarn``...)."""
 
@@ -97,9 +98,10 @@ def _duckdb(sql: str, config: StatsConfig) -> pa.Table:
     try:
         glob = _parquet_glob(config.source).replace("'", "''")
         con.execute(
-            f"CREATE VIEW tokens AS SELECT * FROM read_parquet('{glob}', union_by_name = true)"
+            "CREATE VIEW tokens AS SELECT * FROM read_parquet("
+            f"'{glob}', union_by_name = true, hive_partitioning = false)"
         )
-        table: pa.Table = con.execute(sql).to_arrow_table()
+        table: pa.Table = con.sql(sql).to_arrow_table()
     finally:
         con.close()
     import pyarrow.parquet as pq

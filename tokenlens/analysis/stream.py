@@ -45,7 +45,7 @@ events; one request longer than that is a chunk of its own."""
 _FIRST_SEEN = frozenset(CLASS_COLUMNS)
 
 
-def request_chunks(run: Run, events: int = CHUNK_EVENTS) -> Iterator[tuple[Run, I64]]:
+def request_chunks(run: Run, events: int) -> Iterator[tuple[Run, I64]]:
     """``(sub-run, rows)``: consecutive slices of whole requests with their events (in
     event order) and the positions of those events in ``run.events``. A run whose
     events name an unknown or repeated request is yielded whole, so that
@@ -80,13 +80,13 @@ def join_chunked(
     label: str,
     vocab: Vocabulary,
     sink: Callable[[Run, pd.DataFrame], None] | None = None,
-    events: int = CHUNK_EVENTS,
+    events: int | None = None,
 ) -> pd.DataFrame:
-    """:func:`join_run`'s frame of ``run``, joined chunk by chunk; ``sink`` sees each
-    chunk (its sub-run and its frame) first."""
+    """:func:`join_run`'s frame of ``run``, joined chunk by chunk (of ``events``, by
+    default :data:`CHUNK_EVENTS`); ``sink`` sees each chunk (sub-run, frame) first."""
     parts: list[pd.DataFrame] = []
     rows: list[I64] = []
-    for sub, taken in request_chunks(run, events):
+    for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
         part = join_run(sub, label, vocab)
         if sink is not None:
             sink(sub, part)
