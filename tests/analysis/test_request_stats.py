@@ -8,6 +8,7 @@ one): it is marked ``spark`` (``-m "not spark"`` leaves it out).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, assert_one_line_error, cli
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis.request_stats import KEYS, StatsConfig, query, request_stats
 from tokenlens.errors import TokenlensError
@@ -84,6 +85,7 @@ def test_duckdb_gives_the_counts_of_the_rows(shards: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.spark
+@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime (17+)")
 def test_spark_runs_the_same_query_and_gives_the_same_table(shards: Path, tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     pytest.importorskip("duckdb")
@@ -101,3 +103,15 @@ def test_only_the_listed_classes_and_engines() -> None:
         query("token_text; DROP TABLE x")
     with pytest.raises(TokenlensError, match="--engine must be one of"):
         request_stats(StatsConfig("x", "y", engine="ray"))
+
+
+def test_the_command_writes_the_table_and_refuses_in_one_line(shards: Path, tmp_path: Path) -> None:
+    pytest.importorskip("duckdb")
+    out = tmp_path / "by-pos.parquet"
+    status, stdout, err = cli(["request-stats", str(shards), "--by", "pos", "--out", str(out)])
+    assert status == 0, err
+    assert str(out) in stdout
+    table = pq.read_table(out, partitioning=None)
+    assert "名詞" in set(table.column("class").to_pylist())  # split by part of speech
+    status, _, err = cli(["request-stats", str(tmp_path / "none"), "--out", str(out)])
+    assert_one_line_error(status, err, "no such file or directory")

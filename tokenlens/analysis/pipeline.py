@@ -31,7 +31,7 @@ from tokenlens.analysis.inputs import CheckedInputs, validate_inputs
 from tokenlens.analysis.join import OUTPUTS_SCHEMA, output_texts, run_vocabulary
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
-from tokenlens.analysis.stream import TableSink, compact, join_chunked, plain_strings
+from tokenlens.analysis.stream import UNREAD, TableSink, compact, join_chunked, plain_strings
 from tokenlens.analysis.summarize import RunInfo, summarize
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.tables import write_tables
@@ -78,6 +78,9 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
     runs = list(checked.runs)  # as checked: damage excluded, shared requests resolved
+    # Each run's tables leave memory once it is joined (_analyze pops it from ``runs``):
+    # the inputs section of summary.json reads only paths and manifests.
+    checked = replace(checked, runs=tuple(_without_tables(run) for run in runs))
     progress.stage("read and classify runs", total=len(runs), unit="run")
     # tokens.parquet and outputs.parquet are written chunk by chunk as the runs are
     # joined (analysis/stream.py), under temporary names until the summary is written.
@@ -107,7 +110,8 @@ def _analyze(
     directions = _prompt_directions(config) if domains is not None else {}
     frames, infos = [], []
     labels = _labels([run.path for run in runs])
-    for run, label in zip(runs, labels, strict=True):
+    for label in labels:
+        run = runs.pop(0)
         vocab = run_vocabulary(run, config.tokenizer)
 
         def sink(
@@ -118,7 +122,7 @@ def _analyze(
                 plain_strings(study_columns(part.copy(deep=False), families, domains, directions))
             )
 
-        frames.append(join_chunked(run, label, vocab, sink))
+        frames.append(join_chunked(run, label, vocab, sink, drop=UNREAD))
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
         if run.events is not None:
@@ -163,6 +167,11 @@ def _analyze(
     tables_path = config.out / TABLES
     write_tables(load_summary(summary_path), tables_path)
     return AnalyzeResult(tokens.path, outputs.path, summary_path, tables_path, summary)
+
+
+def _without_tables(run: Run) -> Run:
+    """``run`` without its requests' rows and its events (manifest and path kept)."""
+    return replace(run, requests=run.requests.slice(0, 0), events=None)
 
 
 def study_columns(

@@ -77,11 +77,15 @@ def request_stats(config: StatsConfig) -> pa.Table | None:
     when it was computed on this machine (DuckDB, or Spark in local mode), else None
     (a cluster's result stays where its workers wrote it)."""
     sql = query(config.by)
+    if config.engine not in ENGINES:
+        raise TokenlensError(
+            f"--engine must be one of {', '.join(ENGINES)} (got {config.engine!r})"
+        )
+    if "://" not in config.source and not Path(config.source).exists():
+        raise TokenlensError(f"{config.source}: no such file or directory")
     if config.engine == "duckdb":
         return _duckdb(sql, config)
-    if config.engine == "spark":
-        return _spark(sql, config)
-    raise TokenlensError(f"--engine must be one of {', '.join(ENGINES)} (got {config.engine!r})")
+    return _spark(sql, config)
 
 
 def _parquet_glob(source: str) -> str:
@@ -102,6 +106,9 @@ def _duckdb(sql: str, config: StatsConfig) -> pa.Table:
             f"'{glob}', union_by_name = true, hive_partitioning = false)"
         )
         table: pa.Table = con.sql(sql).to_arrow_table()
+    except duckdb.Error as exc:  # no parquet there, or not tokens.parquet's columns
+        first = str(exc).strip().splitlines()[0]
+        raise TokenlensError(f"{config.source}: {first}") from None
     finally:
         con.close()
     import pyarrow.parquet as pq

@@ -20,7 +20,7 @@ order (the same rows and columns as one frame would write).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -81,16 +81,18 @@ def join_chunked(
     vocab: Vocabulary,
     sink: Callable[[Run, pd.DataFrame], None] | None = None,
     events: int | None = None,
+    drop: Sequence[str] = (),
 ) -> pd.DataFrame:
     """:func:`join_run`'s frame of ``run``, joined chunk by chunk (of ``events``, by
-    default :data:`CHUNK_EVENTS`); ``sink`` sees each chunk (sub-run, frame) first."""
+    default :data:`CHUNK_EVENTS`); ``sink`` sees each chunk (sub-run, whole frame)
+    first, then the columns ``drop`` leave it (the figures never read :data:`UNREAD`)."""
     parts: list[pd.DataFrame] = []
     rows: list[I64] = []
     for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
         part = join_run(sub, label, vocab)
         if sink is not None:
             sink(sub, part)
-        parts.append(part)
+        parts.append(part.drop(columns=list(drop)))
         rows.append(taken)
     return reassemble(parts, np.concatenate(rows))
 
@@ -133,6 +135,25 @@ def _categorical(name: str, series: list[pd.Series], back: I64) -> pd.Categorica
     dtype = pd.CategoricalDtype(pd.Index(cats, dtype=series[0].cat.categories.dtype))
     return pd.Categorical.from_codes(codes, dtype=dtype)
 
+
+UNREAD = (
+    "draft_known",
+    "filler",
+    "emitted_mismatch",
+    "pos2",
+    "is_particle",
+    "particle_fused",
+    "is_special",
+    "bpe_rank",
+    "draft_text",
+    "target_logprob",
+    "entropy",
+    "topk_mass",
+    "draft_target_logprob",
+)
+"""Columns of tokens.parquet that no figure of summary.json reads (what the join
+derives other columns from, or what only the report's token view shows): written to
+tokens.parquet, then left out of the figures' frame."""
 
 FREE_TEXT = ("token_text", "draft_text")
 """Columns of token strings: one Python string per row in the join's frame."""
