@@ -47,7 +47,9 @@ def _analyze_child(paths: list[str], out: str, n_boot: int) -> None:
 
     start = time.perf_counter()
     run_analyze(AnalyzeConfig(runs=tuple(Path(p) for p in paths), out=Path(out), n_boot=n_boot))
-    print(f"{time.perf_counter() - start:.3f}")
+    wall = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # this process: analyze alone
+    print(f"{wall:.3f} {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime:.3f}")
 
 
 def _load() -> str:
@@ -60,15 +62,24 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--write", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         *paths, out = args.child
         _analyze_child(paths, out, args.bootstrap)
         return
+    if args.write:
+        for path in _write_runs(args.write, args.events, seed=0):
+            print(f"PATH {path}", flush=True)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         print(f"simulating >= {args.events:,} events ...", flush=True)
-        paths = _write_runs(root, args.events, seed=0)
+        # in a process of its own: the simulated study's memory is gone before analyze
+        write = [sys.executable, __file__, "--events", str(args.events), "--write", str(root)]
+        lines = subprocess.run(write, check=True, capture_output=True, text=True).stdout
+        print("\n".join(x for x in lines.splitlines() if not x.startswith("PATH ")), flush=True)
+        paths = [x.removeprefix("PATH ") for x in lines.splitlines() if x.startswith("PATH ")]
         cmd = [
             sys.executable,
             __file__,
@@ -82,12 +93,11 @@ def main() -> None:
         wall = time.perf_counter()
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
         wall = time.perf_counter() - wall
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        peak_mib = usage.ru_maxrss / 1024
-        cpu = usage.ru_utime + usage.ru_stime
+        inside, maxrss_kib, cpu = (float(x) for x in done.stdout.split()[-3:])
+        peak_mib = maxrss_kib / 1024
         size = (root / "out" / "tokens.parquet").stat().st_size / 2**20
         print(
-            f"analyze: {float(done.stdout.split()[-1]):.1f} s inside the child "
+            f"analyze: {inside:.1f} s inside the child "
             f"({wall:.1f} s with interpreter start-up), peak RSS {peak_mib:.0f} MiB, "
             f"CPU {cpu:.1f} s (user+system), tokens.parquet {size:.1f} MiB, "
             f"bootstrap {args.bootstrap}"
