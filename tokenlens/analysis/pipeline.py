@@ -327,11 +327,6 @@ def _labels(paths: Sequence[Path]) -> list[str]:
     return [n if names.count(n) == 1 else f"{n}#{i}" for i, n in enumerate(names)]
 
 
-def write_tokens(frame: pd.DataFrame, path: Path) -> None:
-    """tokens.parquet: categoricals as plain strings, nullable ints/bools kept nullable."""
-    pq.write_table(plain_strings(frame), path)
-
-
 def _signature(infos: Sequence[RunInfo], config: AnalyzeConfig) -> str:
     """The runs' signature fields (values joined with '+' where runs differ), plus ours."""
     from tokenlens.text import dictionary_identity

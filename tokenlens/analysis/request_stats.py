@@ -29,10 +29,11 @@ BY = ("script", "pos", "boundary", "particle_type", "rank_bucket", "bytes_bucket
 ENGINES = ("duckdb", "spark")
 
 KEYS = ("run", "method", "k", "family", "request_id", "prompt_id", "lang", "pair")
+"""What a row of the table is counted per, besides its class."""
 
 QUERY = """
 SELECT
-  run, method, k, family, request_id, prompt_id, lang, pair,
+  {keys},
   {by} AS class,
   COUNT(*) AS events,
   CAST(SUM(CASE WHEN accepted THEN 1 ELSE 0 END) AS BIGINT) AS accepted,
@@ -45,7 +46,7 @@ SELECT
   CAST(SUM(CASE WHEN judged AND script IS NOT NULL THEN n_bytes ELSE 0 END) AS BIGINT)
     AS judged_bytes
 FROM tokens
-GROUP BY run, method, k, family, request_id, prompt_id, lang, pair, {by}
+GROUP BY {keys}, {by}
 ORDER BY run, request_id, class NULLS LAST
 """
 """The aggregation, with ``{by}`` one of :data:`BY`; reads a table or view ``tokens``."""
@@ -69,7 +70,7 @@ def query(by: str = "script") -> str:
     """:data:`QUERY` for class column ``by`` (refused unless one of :data:`BY`)."""
     if by not in BY:
         raise TokenlensError(f"--by must be one of {', '.join(BY)} (got {by!r})")
-    return QUERY.format(by=by)
+    return QUERY.format(keys=", ".join(KEYS), by=by)
 
 
 def request_stats(config: StatsConfig) -> pa.Table | None:
