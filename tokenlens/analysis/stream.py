@@ -47,10 +47,12 @@ _FIRST_SEEN = frozenset(CLASS_COLUMNS)
 
 def request_chunks(run: Run, events: int) -> Iterator[tuple[Run, I64]]:
     """``(sub-run, rows)``: consecutive slices of whole requests with their events (in
-    event order) and the positions of those events in ``run.events``. A run whose
-    events name an unknown or repeated request is yielded whole, so that
-    :func:`join_run` refuses it with its own message."""
-    assert run.events is not None
+    event order) and the positions of those events in ``run.events``. A run without
+    events, or whose events name an unknown or repeated request, is yielded whole, so
+    that :func:`join_run` refuses it with its own message."""
+    if run.events is None:
+        yield run, np.zeros(0, dtype=np.int64)
+        return
     rid = run.requests.column("request_id").to_pylist()
     index = pd.Index(rid)
     owner = np.asarray(index.get_indexer(run.events.column("request_id").to_pylist()), np.int64)
