@@ -184,6 +184,15 @@ ERROR_PATHS: dict[str, Case] = {
         "corpora", "check", "--dir", str(Path(_file(t, "x.jsonl", b"{")).parent)
     ],
     "doctor: an unknown option": lambda t: ["doctor", "--fast"],
+    "request_stats: a source that does not exist": lambda t: [
+        "request-stats", str(t / "no.parquet"), "--out", str(t / "o.parquet")
+    ],
+    "request_stats: a source that is not Parquet": lambda t: [
+        "request-stats", _file(t, "x.parquet", b"{}"), "--out", str(t / "o.parquet")
+    ],
+    "request_stats: a class column it does not know": lambda t: [
+        "request-stats", str(t), "--by", "token_text", "--out", str(t / "o.parquet")
+    ],
 }  # fmt: skip
 
 

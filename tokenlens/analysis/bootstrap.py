@@ -41,6 +41,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.arrays import F64, I64, Mask
 
@@ -69,10 +70,10 @@ class Totals:
 def prompt_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_]:
     """The prompt each row belongs to: ``prompt_id``, else the request id without ``#i``."""
     if "prompt_id" in frame:
-        prompt: npt.NDArray[np.object_] = frame["prompt_id"].astype(str).to_numpy(dtype=object)
-        if all(p not in ("", "nan", "None", "<NA>") for p in prompt):
+        prompt: npt.NDArray[np.object_] = labels(frame, "prompt_id")
+        if all(p not in ("", "nan", "None", "<NA>") for p in pd.unique(prompt)):
             return prompt
-    request = frame["request_id"].astype(str).to_numpy(dtype=object)
+    request = labels(frame, "request_id")
     return np.asarray([r.split("#", 1)[0] for r in request], dtype=object)
 
 
@@ -80,8 +81,8 @@ def pair_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_] | None:
     """Each row's prompt pair, or None unless every row has one."""
     if "pair" not in frame:
         return None
-    pair: npt.NDArray[np.object_] = frame["pair"].astype(str).to_numpy(dtype=object)
-    if len(pair) == 0 or any(p in ("", "nan", "None", "<NA>") for p in pair):
+    pair: npt.NDArray[np.object_] = labels(frame, "pair")
+    if len(pair) == 0 or any(p in ("", "nan", "None", "<NA>") for p in pd.unique(pair)):
         return None
     return pair
 
@@ -143,7 +144,7 @@ class Resampler:
             unit = "prompt pair"
         else:
             prompts = prompt_keys(frame)
-            lang = frame["lang"].astype(str).to_numpy(dtype=object)
+            lang = labels(frame, "lang")
             cluster, uniques = pd.factorize(prompts, sort=True)
             first = np.unique(cluster, return_index=True)[1]
             stratum = pd.factorize(lang[first])[0].astype(np.int64)
@@ -183,25 +184,30 @@ class Resampler:
 
     def clusters_with(self, group: I64, n_groups: int, rows: Mask) -> I64:
         """Number of clusters with at least one row in each group."""
+        present = self._present(group, n_groups, rows)
+        return np.asarray(present.sum(axis=0), dtype=np.int64)
+
+    def _present(self, group: I64, n_groups: int, rows: Mask) -> npt.NDArray[np.bool_]:
+        """Whether cluster c has a row among ``rows`` in group g: shape (C, n_groups)."""
         keep = rows & (group >= 0)
-        pairs = np.unique(self.cluster[keep] * n_groups + group[keep])
-        return np.bincount(pairs % n_groups, minlength=n_groups).astype(np.int64)
+        present = np.zeros(self.n_clusters * n_groups, dtype=bool)
+        present[self.cluster[keep] * n_groups + group[keep]] = True
+        return present.reshape(self.n_clusters, n_groups)
 
     def design(self, rows: Mask) -> tuple[int, int]:
         """(G, H): clusters with a row among ``rows``, and the strata they fall in."""
-        used = np.unique(self.cluster[rows])
+        used = np.flatnonzero(np.bincount(self.cluster[rows], minlength=self.n_clusters))
         if len(used) == 0:
             return 0, 0
         return len(used), len(np.unique(self.stratum[used]))
 
     def group_design(self, group: I64, n_groups: int, rows: Mask) -> tuple[I64, I64]:
         """(G, H) per group."""
-        keep = rows & (group >= 0)
-        g_out = np.zeros(n_groups, dtype=np.int64)
+        present = self._present(group, n_groups, rows)
+        g_out = present.sum(axis=0).astype(np.int64)
         h_out = np.zeros(n_groups, dtype=np.int64)
         for g in range(n_groups):
-            used = np.unique(self.cluster[keep & (group == g)])
-            g_out[g] = len(used)
+            used = np.flatnonzero(present[:, g])
             h_out[g] = len(np.unique(self.stratum[used])) if len(used) else 0
         return g_out, h_out
 

@@ -42,6 +42,7 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
+from tokenlens.analysis.columns import label_codes, value_codes
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
 
@@ -68,15 +69,19 @@ def shared_token_share(
     row): how far the class holds the same tokens in both languages."""
     if "token_text" not in frame or column not in frame:
         return {"ja": None, "en": None}
-    values = frame[column].astype(str).to_numpy()
-    lang = frame["lang"].astype(str).to_numpy()
-    text = frame["token_text"].astype(str).to_numpy()
-    mine = rows & (values == label)
-    ja, en = mine & (lang == "ja"), mine & (lang == "en")
+    mine = rows & (label_codes(frame, column, [label]) == 0)
+    lang = label_codes(frame, "lang", ["ja", "en"])
+    ja, en = mine & (lang == 0), mine & (lang == 1)
+    if not (ja.any() or en.any()):
+        return {"ja": None, "en": None}
+    # token strings as integer codes: a set lookup per row instead of sorting strings
+    text = value_codes(frame, "token_text")
     out: dict[str, float | None] = {}
     for name, own, other in (("ja", ja, en), ("en", en, ja)):
         if not own.any():
             out[name] = None
             continue
-        out[name] = float(np.isin(text[own], np.unique(text[other])).mean())
+        present = np.zeros(int(text.max()) + 1, dtype=bool)
+        present[text[other]] = True
+        out[name] = float(present[text[own]].mean())
     return out

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, as_float, missing
+from tokenlens.analysis.columns import label_codes
 from tokenlens.analysis.comparable import not_comparable
 from tokenlens.arrays import F64, I64, Mask
 
@@ -76,8 +77,7 @@ class Support:
 
 def lang_code(frame: pd.DataFrame) -> I64:
     """0 for Japanese, 1 for English, -1 otherwise."""
-    lang = frame["lang"].astype(str).to_numpy()
-    return np.where(lang == JA, 0, np.where(lang == EN, 1, -1)).astype(np.int64)
+    return label_codes(frame, "lang", [JA, EN])
 
 
 def has_pair(frame: pd.DataFrame, rows: Mask | None = None) -> bool:

@@ -101,7 +101,7 @@ def join_run(run: Run, label: str, tokenizer: str | Vocabulary | None = None) ->
         raise TokenlensError(
             f"{run.path}: no events.parquet (trace the run with capture to analyse it)"
         )
-    vocab = _vocabulary(run, tokenizer)
+    vocab = run_vocabulary(run, tokenizer)
     req = run.requests
     ev = run.events
     rid = req.column("request_id").to_pylist()
@@ -209,7 +209,7 @@ def output_texts(run: Run, label: str, tokenizer: str | Vocabulary | None = None
     concatenate to its decoded output and later fragments of a split character are
     ``""``. ``tokenizer`` is the same override as :func:`join_run`'s.
     """
-    vocab = _vocabulary(run, tokenizer)
+    vocab = run_vocabulary(run, tokenizer)
     req = run.requests
     rids: list[str] = []
     index: list[I64] = []
@@ -235,7 +235,7 @@ def output_texts(run: Run, label: str, tokenizer: str | Vocabulary | None = None
     )
 
 
-def _vocabulary(run: Run, tokenizer: str | Vocabulary | None) -> Vocabulary:
+def run_vocabulary(run: Run, tokenizer: str | Vocabulary | None) -> Vocabulary:
     """``tokenizer`` (a name, a path or a loaded vocabulary), else the manifest's."""
     spec = tokenizer if tokenizer is not None else str(run.manifest["tokenizer"])
     return load_tokenizer(spec) if isinstance(spec, str) else spec

@@ -25,11 +25,13 @@ import pyarrow.parquet as pq
 
 from tokenlens import __version__
 from tokenlens.analysis.bootstrap import METHODS
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.config import AnalyzeConfig
-from tokenlens.analysis.inputs import validate_inputs
-from tokenlens.analysis.join import join_run, output_texts
+from tokenlens.analysis.inputs import CheckedInputs, validate_inputs
+from tokenlens.analysis.join import OUTPUTS_SCHEMA, output_texts, run_vocabulary
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
+from tokenlens.analysis.stream import UNREAD, TableSink, compact, join_chunked, plain_strings
 from tokenlens.analysis.summarize import RunInfo, summarize
 from tokenlens.analysis.verdicts import rules_identity
 from tokenlens.capture.reconcile import reconciliation
@@ -37,8 +39,9 @@ from tokenlens.engine.methods import family_of
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
 from tokenlens.replay.trust import unvouched
-from tokenlens.rundir import MANIFEST, manifest_k, write_json_atomic
+from tokenlens.rundir import MANIFEST, Run, manifest_k, write_json_atomic
 from tokenlens.signature import make_signature, parse_signature
+from tokenlens.text import Vocabulary
 
 TOKENS = "tokens.parquet"
 OUTPUTS = "outputs.parquet"
@@ -70,12 +73,51 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
     runs = list(checked.runs)  # as checked: damage excluded, shared requests resolved
+    # Each run's tables leave memory once it is joined (_analyze pops it from ``runs``):
+    # the inputs section of summary.json reads only paths and manifests.
+    checked = replace(checked, runs=tuple(_without_tables(run) for run in runs))
     progress.stage("read and classify runs", total=len(runs), unit="run")
-    frames, outputs, infos = [], [], []
+    # tokens.parquet and outputs.parquet are written chunk by chunk as the runs are
+    # joined (analysis/stream.py), under temporary names until the summary is written.
+    config.out.mkdir(parents=True, exist_ok=True)
+    tokens = TableSink(config.out / TOKENS)
+    outputs = TableSink(config.out / OUTPUTS, OUTPUTS_SCHEMA)
+    try:
+        result = _analyze(config, checked, runs, families, domains, tokens, outputs, progress)
+    except BaseException:
+        tokens.abandon()
+        outputs.abandon()
+        raise
+    progress.close()
+    return result
+
+
+def _analyze(
+    config: AnalyzeConfig,
+    checked: CheckedInputs,
+    runs: list[Run],
+    families: dict[str, str],
+    domains: dict[str, str] | None,
+    tokens: TableSink,
+    outputs: TableSink,
+    progress: Progress,
+) -> AnalyzeResult:
+    directions = _prompt_directions(config) if domains is not None else {}
+    frames, infos = [], []
     labels = _labels([run.path for run in runs])
-    for run, label in zip(runs, labels, strict=True):
-        frames.append(join_run(run, label, config.tokenizer))
-        outputs.append(output_texts(run, label, config.tokenizer))
+    for label in labels:
+        run = runs.pop(0)
+        vocab = run_vocabulary(run, config.tokenizer)
+
+        def sink(
+            sub: Run, part: pd.DataFrame, label: str = label, vocab: Vocabulary = vocab
+        ) -> None:
+            outputs.write(output_texts(sub, label, vocab))
+            tokens.write(
+                plain_strings(study_columns(part.copy(deep=False), families, domains, directions))
+            )
+
+        frames.append(join_chunked(run, label, vocab, sink, drop=UNREAD))
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
         if run.events is not None:
@@ -103,14 +145,8 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
         )
         progress.advance()
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    for name in ("run", "method"):
-        frame[name] = frame[name].astype("category")
-    frame["family"] = frame["method"].map(families).astype("category")
-    if domains is not None:
-        frame["domain"] = pd.Categorical(frame["prompt_id"].astype(str).map(domains))
-        directions = _prompt_directions(config)
-        if directions:  # cross-lingual prompts (translation): tags.direction, e.g. en-ja
-            frame["direction"] = pd.Categorical(frame["prompt_id"].astype(str).map(directions))
+    del frames
+    frame = compact(study_columns(frame, families, domains, directions))
     if frame.empty:
         raise TokenlensError("the runs hold no draft events (was speculative decoding on?)")
     progress.stage("statistics")
@@ -119,15 +155,36 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     summary["signature"] = _signature(infos, config)
     summary["inputs"] = checked.section()
     progress.stage("write outputs")
-    config.out.mkdir(parents=True, exist_ok=True)
-    tokens_path = config.out / TOKENS
-    write_tokens(frame, tokens_path)
-    outputs_path = config.out / OUTPUTS
-    pq.write_table(pa.concat_tables(outputs), outputs_path)
+    tokens.close()
+    outputs.close()
     summary_path = config.out / SUMMARY
     write_json_atomic(summary_path, summary)
-    progress.close()
-    return AnalyzeResult(tokens_path, outputs_path, summary_path, summary)
+    return AnalyzeResult(tokens.path, outputs.path, summary_path, summary)
+
+
+def _without_tables(run: Run) -> Run:
+    """``run`` without its requests' rows and its events (manifest and path kept)."""
+    return replace(run, requests=run.requests.slice(0, 0), events=None)
+
+
+def study_columns(
+    frame: pd.DataFrame,
+    families: Mapping[str, str],
+    domains: Mapping[str, str] | None,
+    directions: Mapping[str, str],
+) -> pd.DataFrame:
+    """``frame`` (joined rows) with what the study adds to them: ``run`` and ``method``
+    as categoricals, each row's drafter ``family``, and with --prompts its prompt's
+    ``domain`` (and ``direction``, for cross-lingual prompts, e.g. en-ja)."""
+    for name in ("run", "method"):
+        frame[name] = frame[name].astype("category")
+    frame["family"] = frame["method"].map(families).astype("category")
+    if domains is not None:
+        prompt = pd.Series(labels(frame, "prompt_id"), index=frame.index)
+        frame["domain"] = pd.Categorical(prompt.map(domains))
+        if directions:
+            frame["direction"] = pd.Categorical(prompt.map(directions))
+    return frame
 
 
 def provenance(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -261,15 +318,6 @@ def _labels(paths: Sequence[Path]) -> list[str]:
     """Directory names, made unique with ``#i`` where two runs share one."""
     names = [p.resolve().name or str(p) for p in paths]
     return [n if names.count(n) == 1 else f"{n}#{i}" for i, n in enumerate(names)]
-
-
-def write_tokens(frame: pd.DataFrame, path: Path) -> None:
-    """tokens.parquet: categoricals as plain strings, nullable ints/bools kept nullable."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    fields = []
-    for f in table.schema:
-        fields.append(pa.field(f.name, pa.string()) if pa.types.is_dictionary(f.type) else f)
-    pq.write_table(table.cast(pa.schema(fields)), path)
 
 
 def _signature(infos: Sequence[RunInfo], config: AnalyzeConfig) -> str:

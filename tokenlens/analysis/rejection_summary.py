@@ -20,6 +20,7 @@ import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, estimate
 from tokenlens.analysis.breakdown import lang_codes
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.decompose import lang_code
 from tokenlens.analysis.rejections import FLAGS, KINDS, RESEGMENTATION, UNKNOWN
 from tokenlens.analysis.summary_figures import Share
@@ -80,7 +81,7 @@ def _block(frame: pd.DataFrame, rs: Resampler, mask: Mask) -> dict[str, Any]:
     rows = mask & known
     lcode, langs = lang_codes(frame)
     block: dict[str, Any] = {
-        "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+        "runs": sorted(set(labels(frame, "run")[mask])),
         "rejections": {
             lang: int((mask & rejected & (lcode == li)).sum()) for li, lang in enumerate(langs)
         },
@@ -142,9 +143,9 @@ def rejection_section(
         "families": {name: _block(frame, rs, mask) for name, mask in families.items()},
         "runs": {},
     }
-    labels = frame["run"].astype(str).to_numpy()
-    for label in pd.unique(labels):
-        mine = labels == label
+    run_labels = labels(frame, "run")
+    for label in pd.unique(run_labels):
+        mine = run_labels == label
         first = int(np.flatnonzero(mine)[0])
         family = next((name for name, mask in families.items() if mask[first]), None)
         out["runs"][label] = {

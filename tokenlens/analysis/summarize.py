@@ -28,6 +28,7 @@ from tokenlens.analysis.breakdown import (
     text_per_step,
 )
 from tokenlens.analysis.classes import class_gaps
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
 from tokenlens.analysis.domains import domain_section
@@ -145,7 +146,7 @@ def summarize(
         if "bytes_bucket" in frame:
             out["byte_length"] = {
                 name: {
-                    "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+                    "runs": sorted(set(labels(frame, "run")[mask])),
                     "configurations": configurations(frame, mask),
                     "rates": rates(frame, rs, "bytes_bucket", judged & mask, config.min_count),
                 }
@@ -219,7 +220,7 @@ def label_pooled(
             figure.update(pooled_over_k=ks, family=family)
 
     for name, mask in fams.items():
-        ks = sorted({int(x) for x in ks_all[mask]})
+        ks = [int(x) for x in np.unique(ks_all[mask])]
         if len(ks) < 2:
             continue
         block = out["families"].get(name) or {}
@@ -270,7 +271,7 @@ def _scope(
     no configuration anyone runs. Within the family every run given is pooled; per-run
     figures are in ``runs[]``, per-family ones in ``families``.
     """
-    runs = sorted(set(frame["run"].astype(str).to_numpy()[mask]))
+    runs = sorted(set(labels(frame, "run")[mask]))
     ks = sorted({int(k) for _, k in configs})
     if len(configs) == 1:
         note = "one run configuration: nothing is pooled across drafters or k."
@@ -285,7 +286,7 @@ def _scope(
             "(pooled_over_k, family); "
             "by_position and by_position_conditional exist per run only (runs[])."
         )
-    others = sorted(set(frame["run"].astype(str).to_numpy()[~mask]))
+    others = sorted(set(labels(frame, "run")[~mask]))
     if others:
         listed = ", ".join(others)
         note += f" The other drafter family's runs ({listed}) are in families and runs[]."
@@ -346,7 +347,7 @@ def _run_section(
     config: AnalyzeConfig,
     cost: tuple[float, str] | None,
 ) -> dict[str, Any]:
-    mine = frame["run"].astype(str).to_numpy() == info.label
+    mine = labels(frame, "run") == info.label
     sub_judged = mine & row_mask(frame, "judged")
     acceptance = per_lang(frame, rs, mine, config.min_count)
     judged_rate = per_lang(frame, rs, sub_judged, config.min_count)
@@ -376,7 +377,7 @@ def _run_section(
     else:
         family = family_of(info.method, config.method_families)
         used_cost, cost_source, measured = default_cost(family), "assumed default", False
-    lang_of = frame["lang"].astype(str).to_numpy()
+    lang_of = labels(frame, "lang")
     first = frame["position"].to_numpy() == 0
     speed = {}
     for lang, block in acceptance.items():

@@ -38,6 +38,7 @@ import pandas as pd
 from tokenlens.analysis.bootstrap import Resampler, prompt_keys
 from tokenlens.analysis.breakdown import per_lang, row_mask
 from tokenlens.analysis.code_identity import code_text
+from tokenlens.analysis.columns import labels as label_values
 from tokenlens.analysis.decompose import (
     CONF_BINS,
     EN,
@@ -116,7 +117,7 @@ def families(frame: pd.DataFrame) -> dict[str, Mask]:
     (:func:`tokenlens.engine.methods.family_of`), never taken for a trained drafter.
     """
     if "family" in frame:
-        family = frame["family"].astype(str).to_numpy()
+        family = label_values(frame, "family")
     else:
         method = frame["method"].astype(str)
         family = method.map({m: family_of(m) for m in method.unique()}).to_numpy()
@@ -130,9 +131,10 @@ def families(frame: pd.DataFrame) -> dict[str, Mask]:
 
 def configurations(frame: pd.DataFrame, rows: Mask) -> list[list[Any]]:
     """The distinct (method, k) run configurations among ``rows``, sorted."""
-    method = frame["method"].astype(str).to_numpy()[rows]
+    method = label_values(frame, "method")[rows]
     k = frame["k"].to_numpy()[rows] if "k" in frame else np.zeros(int(rows.sum()), np.int64)
-    pairs = {(str(m), int(x)) for m, x in zip(method, k, strict=True)}
+    distinct = pd.DataFrame({"m": method, "k": k}).drop_duplicates()
+    pairs = {(str(m), int(x)) for m, x in zip(distinct["m"], distinct["k"], strict=True)}
     return [[m, x] for m, x in sorted(pairs)]
 
 
@@ -145,7 +147,7 @@ def scope_phrase(block: Mapping[str, Any] | None) -> str:
 
 def prompts_per_lang(frame: pd.DataFrame, rows: Mask | None = None) -> dict[str, int]:
     """Distinct prompts per language (among ``rows``): the units of evidence."""
-    lang = frame["lang"].astype(str).to_numpy()
+    lang = label_values(frame, "lang")
     keys = prompt_keys(frame)
     if rows is not None:
         lang, keys = lang[rows], keys[rows]
@@ -200,8 +202,8 @@ def compute_parts(
     for name, mask in fams.items():
         rows = judged & mask
         block: dict[str, Any] = {
-            "methods": sorted(set(frame["method"].astype(str).to_numpy()[mask])),
-            "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
+            "methods": sorted(set(label_values(frame, "method")[mask])),
+            "runs": sorted(set(label_values(frame, "run")[mask])),
             "configurations": configurations(frame, mask),
             # vLLM's rate over every run of the family: pooled over k when the family
             # has several (``configurations``); read per run (``runs[]``) then.

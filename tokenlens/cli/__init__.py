@@ -17,7 +17,18 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tokenlens import __version__
-from tokenlens.cli import analyze, bench, corpora, demo, doctor, models, replay, tokens, trace
+from tokenlens.cli import (
+    analyze,
+    bench,
+    corpora,
+    demo,
+    doctor,
+    models,
+    replay,
+    request_stats,
+    tokens,
+    trace,
+)
 from tokenlens.cli.common import typed_option
 from tokenlens.errors import Stopped, TokenlensError, interruption, os_error_line
 
@@ -45,7 +56,7 @@ Start here:
   tokenlens doctor               check vLLM, the plugin, the platform before a long run
 """
 
-_COMMANDS = (demo, bench, trace, replay, analyze, tokens, models, corpora, doctor)
+_COMMANDS = (demo, bench, trace, replay, analyze, request_stats, tokens, models, corpora, doctor)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,0 +1,97 @@
+"""``analyze`` in chunks of whole requests gives the numbers of one join of each run.
+
+The chunked join (:mod:`tokenlens.analysis.stream`) must give the very frame one join
+of the run gives (values, dtypes, category order, row order), and ``analyze`` run in
+chunks of a few dozen events must write the committed demo's summary.json and
+tables.md (the committed sample was written by the whole-run join) to the last digit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support import REPO
+from tokenlens.analysis import AnalyzeConfig, run_analyze
+from tokenlens.analysis import stream as stream_module
+from tokenlens.analysis.join import join_run, run_vocabulary
+from tokenlens.analysis.stream import join_chunked, request_chunks
+from tokenlens.demo import domain_file
+from tokenlens.demo.sizes import ALL_CORPORA, SIZES
+from tokenlens.packaged import corpora_dir
+from tokenlens.report import write_tables
+from tokenlens.rundir import read_run
+
+DEMO = REPO / "reports" / "demo"
+RUNS = tuple(sorted(p for p in (DEMO / "runs").iterdir() if p.is_dir()))
+
+
+def locked_numerics() -> bool:
+    """numpy and pandas at the versions the committed sample was written with."""
+    import importlib.metadata as md
+
+    lock = (REPO / "requirements" / "cpu.lock").read_text(encoding="utf-8").splitlines()
+    return all(f"{name}=={md.version(name)}" in lock for name in ("numpy", "pandas"))
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name)
+def test_the_chunked_join_is_the_join_of_the_whole_run(path: Path) -> None:
+    run = read_run(path)
+    vocab = run_vocabulary(run, None)
+    whole = join_run(run, "x", vocab)
+    chunks = list(request_chunks(run, 40))
+    assert len(chunks) > 3  # several chunks, or nothing is tested
+    # whole requests: no request in two chunks, every event in exactly one
+    seen: set[str] = set()
+    for sub, _ in chunks:
+        ids = set(sub.requests.column("request_id").to_pylist())
+        assert not ids & seen
+        seen |= ids
+    rows = np.sort(np.concatenate([taken for _, taken in chunks]))
+    assert np.array_equal(rows, np.arange(run.events.num_rows))  # type: ignore[union-attr]
+    chunked = join_chunked(run, "x", vocab, events=40)
+    pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
+    for name in whole.columns:
+        if isinstance(whole[name].dtype, pd.CategoricalDtype):
+            assert list(chunked[name].cat.categories) == list(whole[name].cat.categories), name
+
+
+def without_paths(value: Any) -> Any:
+    """summary.json minus the run paths (the committed one was written from the repo)."""
+    if isinstance(value, dict):
+        return {k: without_paths(v) for k, v in value.items() if k != "path"}
+    if isinstance(value, list):
+        return [without_paths(v) for v in value]
+    return value
+
+
+def test_analyze_in_small_chunks_writes_the_committed_demo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not locked_numerics():
+        pytest.skip("numpy/pandas are not the locked versions the sample was written with")
+    monkeypatch.setattr(stream_module, "CHUNK_EVENTS", 30)
+    corpus = SIZES["medium"].corpus  # the demo sample's size, as demo --reanalyze reads it
+    prompts = None if corpus == ALL_CORPORA else corpora_dir() / f"{corpus}.jsonl"
+    out = tmp_path / "analysis"
+    run_analyze(
+        AnalyzeConfig(
+            runs=RUNS, out=out, bench=DEMO / "bench", prompts=domain_file(prompts, list(RUNS))
+        )
+    )
+    committed = json.loads((DEMO / "analysis" / "summary.json").read_text("utf-8"))
+    written = json.loads((out / "summary.json").read_text("utf-8"))
+    assert without_paths(written) == without_paths(committed)
+    assert write_tables(out).read_bytes() == (DEMO / "analysis" / "tables.md").read_bytes()
+    # tokens.parquet: every event once, written chunk by chunk (no partial file left)
+    tokens = pq.read_table(out / "tokens.parquet").to_pandas()
+    assert not list(out.glob("*.partial"))
+    events = sum(read_run(p).events.num_rows for p in RUNS)  # type: ignore[union-attr]
+    keys = ["run", "request_id", "step", "position"]
+    assert len(tokens) == events and not tokens.duplicated(keys).any()

@@ -1,0 +1,213 @@
+"""The join in chunks of whole requests, and the files it writes as it goes.
+
+:func:`join_chunked` gives, for one run, exactly the frame :func:`join_run` gives for
+the whole run (values, dtypes, category order and row order: the figures are sums in
+row order, so the bootstrap draws the same pairs and every float ends in the same
+digit), but classifies, looks up confidences and classifies rejections one chunk of
+whole requests at a time (:func:`request_chunks`). Every rule of the join stays in
+:mod:`tokenlens.analysis.join`: a chunk is a smaller run handed to the same
+function, and each of its per-token steps reads only the chunk's own requests.
+
+What a chunk needs in memory is bounded by :data:`CHUNK_EVENTS` (the per-token
+classes, the top-k logprobs flattened for the draft lookup, the rejection
+classification); what outlives it is the figures' frame of the run, whose columns are
+fixed-width codes (one categorical code, int, float or flag per column). Each chunk
+also goes to :class:`TableSink` (``tokens.parquet``, ``outputs.parquet``) at once,
+so neither file is assembled in memory. ``tokens.parquet`` therefore holds its rows
+chunk by chunk: the rows of a run grouped by chunks of requests, each chunk in event
+order (the same rows and columns as one frame would write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenlens.analysis.join import CLASS_COLUMNS, join_run
+from tokenlens.arrays import I64
+from tokenlens.rundir import Run
+from tokenlens.text import Vocabulary
+
+CHUNK_EVENTS = 50_000
+"""A chunk is the fewest whole requests (in request order) with at least this many
+events; one request longer than that is a chunk of its own."""
+
+# Categoricals whose categories follow the order in which their labels first occur in
+# the run's rows (pyarrow's dictionary_encode in join_run); every other categorical
+# keeps categories in request order (request_id, prompt_id, lang, pair) or fixed ones
+# (buckets, rejection kinds), which chunks in request order give as they are.
+_FIRST_SEEN = frozenset(CLASS_COLUMNS)
+
+
+def request_chunks(run: Run, events: int) -> Iterator[tuple[Run, I64]]:
+    """``(sub-run, rows)``: consecutive slices of whole requests with their events (in
+    event order) and the positions of those events in ``run.events``. A run without
+    events, or whose events name an unknown or repeated request, is yielded whole, so
+    that :func:`join_run` refuses it with its own message."""
+    if run.events is None:
+        yield run, np.zeros(0, dtype=np.int64)
+        return
+    rid = run.requests.column("request_id").to_pylist()
+    index = pd.Index(rid)
+    owner = np.asarray(index.get_indexer(run.events.column("request_id").to_pylist()), np.int64)
+    if not index.is_unique or (owner < 0).any() or run.requests.num_rows == 0:
+        yield run, np.arange(run.events.num_rows, dtype=np.int64)
+        return
+    order = np.argsort(owner, kind="stable")
+    per_request = np.bincount(owner, minlength=len(rid))
+    ends = np.cumsum(per_request)
+    start = 0
+    while start < len(rid):
+        before = int(ends[start - 1]) if start else 0
+        stop = int(np.searchsorted(ends, before + events, side="left")) + 1
+        stop = min(max(stop, start + 1), len(rid))
+        rows = np.sort(order[before : int(ends[stop - 1])])
+        sub = replace(
+            run,
+            requests=run.requests.slice(start, stop - start),
+            events=run.events.take(pa.array(rows)),
+        )
+        yield sub, rows
+        start = stop
+
+
+def join_chunked(
+    run: Run,
+    label: str,
+    vocab: Vocabulary,
+    sink: Callable[[Run, pd.DataFrame], None] | None = None,
+    events: int | None = None,
+    drop: Sequence[str] = (),
+) -> pd.DataFrame:
+    """:func:`join_run`'s frame of ``run``, joined chunk by chunk (of ``events``, by
+    default :data:`CHUNK_EVENTS`); ``sink`` sees each chunk (sub-run, whole frame)
+    first, then the columns ``drop`` leave it (the figures never read :data:`UNREAD`)."""
+    parts: list[pd.DataFrame] = []
+    rows: list[I64] = []
+    for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
+        part = join_run(sub, label, vocab)
+        if sink is not None:
+            sink(sub, part)
+        parts.append(part.drop(columns=list(drop)))
+        rows.append(taken)
+    return reassemble(parts, np.concatenate(rows))
+
+
+def reassemble(parts: list[pd.DataFrame], rows: I64) -> pd.DataFrame:
+    """The chunks' frames as one frame in event order (``rows``: each chunk row's
+    position among the run's events), with the dtypes one join of the run gives."""
+    if len(parts) == 1 and np.array_equal(rows, np.arange(len(rows))):
+        return parts[0]
+    back = np.empty(len(rows), dtype=np.int64)
+    back[rows] = np.arange(len(rows))  # output row i is input row back[i]
+    columns = {}
+    for name in parts[0].columns:
+        series = [part[name] for part in parts]
+        if isinstance(series[0].dtype, pd.CategoricalDtype):
+            columns[name] = _categorical(name, series, back)
+        else:
+            joined = pd.concat(series, ignore_index=True)
+            columns[name] = joined.take(back).reset_index(drop=True)
+    return pd.DataFrame(columns)
+
+
+def _categorical(name: str, series: list[pd.Series], back: I64) -> pd.Categorical:
+    """One categorical column from the chunks' (whose categories differ), in event
+    order, with the categories one join would give it."""
+    categories: dict[object, None] = {}
+    for s in series:
+        categories.update(dict.fromkeys(s.cat.categories))
+    cats = list(categories)
+    lookup = pd.Index(cats)
+    # each chunk's codes into the union's (code -1, missing, takes the appended -1)
+    codes = np.concatenate(
+        [np.append(lookup.get_indexer(s.cat.categories), -1)[s.cat.codes] for s in series]
+    ).astype(np.int64)[back]
+    if name in _FIRST_SEEN:
+        seen = pd.unique(codes[codes >= 0])
+        remap = np.full(len(cats) + 1, -1, dtype=np.int64)
+        remap[seen] = np.arange(len(seen))
+        codes, cats = remap[codes], [cats[i] for i in seen]
+    dtype = pd.CategoricalDtype(pd.Index(cats, dtype=series[0].cat.categories.dtype))
+    return pd.Categorical.from_codes(codes, dtype=dtype)
+
+
+UNREAD = (
+    "draft_known",
+    "filler",
+    "emitted_mismatch",
+    "pos2",
+    "is_particle",
+    "particle_fused",
+    "is_special",
+    "bpe_rank",
+    "draft_text",
+    "target_logprob",
+    "entropy",
+    "topk_mass",
+    "draft_target_logprob",
+)
+"""Columns of tokens.parquet that no figure of summary.json reads (what the join
+derives other columns from, or what only the report's token view shows): written to
+tokens.parquet, then left out of the figures' frame."""
+
+FREE_TEXT = ("token_text", "draft_text")
+"""Columns of token strings: one Python string per row in the join's frame."""
+
+
+def compact(frame: pd.DataFrame) -> pd.DataFrame:
+    """The figures' frame: the token-string columns as categoricals (one code per row,
+    each distinct token once), for memory and for :func:`~tokenlens.analysis.columns.
+    value_codes`; no figure reads their dtype. tokens.parquet keeps them as strings."""
+    for name in FREE_TEXT:
+        if name in frame and not isinstance(frame[name].dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype("category")
+    return frame
+
+
+class TableSink:
+    """A Parquet file written table by table (each cast to the first one's schema)
+    under a temporary name, renamed into place by :meth:`close`."""
+
+    def __init__(self, path: Path, schema: pa.Schema | None = None) -> None:
+        self.path = path
+        self.partial = path.with_name(path.name + ".partial")
+        self.schema = schema
+        self._writer: pq.ParquetWriter | None = None
+
+    def write(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self.schema = self.schema or table.schema
+            self._writer = pq.ParquetWriter(self.partial, self.schema)
+        assert self.schema is not None
+        self._writer.write_table(table.select(self.schema.names).cast(self.schema))
+
+    def close(self) -> None:
+        """Finish the file (an empty one with the schema when nothing was written)."""
+        if self._writer is None:
+            if self.schema is None:
+                return
+            self._writer = pq.ParquetWriter(self.partial, self.schema)
+        self._writer.close()
+        self.partial.replace(self.path)
+
+    def abandon(self) -> None:
+        """Drop the partial file (the analysis failed before finishing)."""
+        if self._writer is not None:
+            self._writer.close()
+        self.partial.unlink(missing_ok=True)
+
+
+def plain_strings(frame: pd.DataFrame) -> pa.Table:
+    """``frame`` as Arrow with categoricals as plain strings (tokens.parquet's form)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    fields = []
+    for f in table.schema:
+        fields.append(pa.field(f.name, pa.string()) if pa.types.is_dictionary(f.type) else f)
+    return table.cast(pa.schema(fields))
