@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.capture.test_server_vllm import free_port
+from tests.capture.test_server_vllm import free_port, serving
 from tests.support import REPO, check_events, write_prompts
 from tokenlens.engine.config import TRACE_DIR_ENV, SamplingConfig
 from tokenlens.engine.results import NUM_DRAFTS
@@ -68,22 +66,7 @@ def test_two_engine_cores_trace_into_one_run(tmp_path: Path) -> None:
     ]  # fmt: skip
     env = {**os.environ, **cpu_thread_env(workers=2), TRACE_DIR_ENV: str(trace_dir)}
     env["PYTHONPATH"] = f"{REPO}:{env.get('PYTHONPATH', '')}"  # this checkout's plugin
-    log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=REPO
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 900
-        while True:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "vllm serve did not become healthy"
-            time.sleep(2)
+    with serving(cmd, env, tmp_path / "serve.log", port, within=900, cwd=REPO) as url:
         config = TraceConfig(
             prompts=write_prompts(tmp_path / "p.jsonl", PROMPTS),
             out=tmp_path / "run",
@@ -99,13 +82,6 @@ def test_two_engine_cores_trace_into_one_run(tmp_path: Path) -> None:
         )
         run = read_run(run_trace(config))
         per_engine = _drafts_per_engine(httpx.get(f"{url}/metrics", timeout=10).text)
-    finally:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-        log.close()
     man = run.manifest
     assert man["status"] == "complete"
     assert man["reconciliation"] == {"exact": True, "differences": []}

@@ -9,6 +9,7 @@ which random weights may pick at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -37,6 +39,39 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(
+    cmd: list[str], env: dict[str, str], log_path: Path, port: int, within: float, **popen: Any
+) -> Iterator[str]:
+    """``vllm serve`` (``cmd``) in a process group of its own, logging to ``log_path``:
+    its URL once /health answers (its log's end if it dies first, a failure after
+    ``within`` seconds); the group is ended on the way out."""
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, **popen
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + within
+        while True:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "vllm serve did not become healthy"
+            time.sleep(2)
+        yield url
+    finally:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -78,30 +113,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         "summary",
     ]
     env = {**os.environ, **cpu_thread_env(), TRACE_DIR_ENV: str(trace_dir)}
-    log = (tmp / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 1200
-        while True:
-            assert proc.poll() is None, (tmp / "serve.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "vllm serve did not become healthy"
-            time.sleep(2)
+    with serving(cmd, env, tmp / "serve.log", port, within=1200) as url:
         yield url, trace_dir
-    finally:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-        log.close()
 
 
 def test_trace_against_vllm_serve(server: tuple[str, Path], tmp_path: Path) -> None:
