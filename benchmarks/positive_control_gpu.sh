@@ -23,6 +23,7 @@
 #   COMMIT           the checkout's commit, recorded where there is no .git
 #   TRACE_RESERVE_S  seconds kept for the traces by `all` (default 250)
 #   PC_OPTIONS       more options for benchmarks/positive_control.py (e.g. "--tokens 500000")
+#   ANALYZE          0: the trace stages skip analyze (run it on the CPU afterwards)
 #   FROM             train: the folder holding control-training.tgz and
 #                    control-generations.jsonl.gz from a `generate` command
 set -uo pipefail
@@ -70,7 +71,7 @@ restore() {  # unpack a `generate` command's $OUT (FROM) into WORK
 
 traces() {  # trace, then analyze if time is left, study, pack
   pc trace $(( $(left) - ${1:-30} ))
-  if [ "$(left)" -gt 100 ]; then pc analyze $(( $(left) - 30 )) --jobs 4; fi
+  if [ "${ANALYZE:-1}" = 1 ] && [ "$(left)" -gt 100 ]; then pc analyze $(( $(left) - 30 )) --jobs 4; fi
   pc study 20; pack
 }
 
