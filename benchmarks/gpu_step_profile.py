@@ -153,7 +153,9 @@ def main() -> None:
         "scopes": scopes,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    # default=str: vLLM puts its own config objects into the speculative dict it is given
+    # (a ModelConfig once broke this write and lost the run's figures, 2026-12-04)
+    args.out.write_text(json.dumps(result, indent=1, default=str))
 
 
 if __name__ == "__main__":

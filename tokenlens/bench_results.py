@@ -88,10 +88,15 @@ COLUMNS: tuple[tuple[str, type], ...] = (
     ("plain_tok_s_min", float),
     ("plain_tok_s_max", float),
     ("traced_over_plain", float),
+    # Added when rows started to record the bench invocation that measured them
+    # (rows.measuring_session); earlier files lack them and read as None.
+    ("session", str),
+    ("plain_same_session", bool),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
-# The columns of the first format (before issue 31): a file with exactly these is read.
+# Earlier formats, each read as written: before issue 31, and before sessions.
 FIRST_COLUMNS = COLUMN_NAMES[: COLUMN_NAMES.index("signature") + 1]
+SECOND_COLUMNS = COLUMN_NAMES[: COLUMN_NAMES.index("traced_over_plain") + 1]
 _TYPES = dict(COLUMNS)
 
 Row = dict[str, Any]
@@ -142,7 +147,7 @@ def read_results(path: Path) -> list[Row]:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
-            if header is None or tuple(header) not in (COLUMN_NAMES, FIRST_COLUMNS):
+            if header is None or tuple(header) not in (COLUMN_NAMES, SECOND_COLUMNS, FIRST_COLUMNS):
                 raise TokenlensError(
                     f"{path}: not a tokenlens results.csv (header differs from docs/bench.md)"
                 )

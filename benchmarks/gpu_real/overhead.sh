@@ -14,6 +14,7 @@ if [ "${PROFILE:-1}" = 1 ]; then
   VLLM_PLUGINS="" python3 $TL_ROOT/benchmarks/gpu_step_profile.py $OUT/step-profile-dm3.json \
     --model $TARGET --draft-model $DRAFTER --method draft_model --k 3 --prompts-file "$PROMPTS" \
     --prompts 4 > /tmp/profile.log 2>&1
-  grep -v "^INFO\|^WARNING\|^(EngineCore\|^DEBUG" /tmp/profile.log | tail -80
+  grep -v "^INFO\|^WARNING\|^(EngineCore\|^DEBUG" /tmp/profile.log > $OUT/step-profile-dm3.log
+  grep "^TIMING" $OUT/step-profile-dm3.log; tail -60 $OUT/step-profile-dm3.log
   echo "profile done at $((SECONDS-T0)) s"
 fi

@@ -18,7 +18,13 @@ from tokenlens.bench.config import BenchConfig
 from tokenlens.bench.measure import run_bench
 from tokenlens.bench.rows import slowdown_warning, with_speedups
 from tokenlens.bench.vllm_check import VllmVocabulary
-from tokenlens.bench_results import COLUMN_NAMES, FIRST_COLUMNS, read_results, write_results
+from tokenlens.bench_results import (
+    COLUMN_NAMES,
+    FIRST_COLUMNS,
+    SECOND_COLUMNS,
+    read_results,
+    write_results,
+)
 
 PLAN = """
 [bench]
@@ -137,8 +143,9 @@ def test_compare_plain_runs_the_chosen_case_without_the_plugin(
     assert draft["traced_over_plain"] == pytest.approx(
         draft["tok_s"] / draft["plain_tok_s"], rel=1e-4, abs=1e-6
     )  # results.csv keeps six decimals
+    assert draft["plain_same_session"] is True and draft["session"]
     text = (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
-    assert "### Traced vs plain" in text
+    assert "### Traced vs plain" in text and "Not like for like" not in text
     # resuming with the same option measures nothing again
     again = FakeVllm(gpu_runners=True)
     config = BenchConfig(
@@ -149,6 +156,41 @@ def test_compare_plain_runs_the_chosen_case_without_the_plugin(
     )
     run_bench(config, start=again)
     assert again.started == []
+
+
+def test_a_resumed_bench_says_which_ratios_mix_invocations(
+    tmp_path: Path, fake_vllm: FakeVllm
+) -> None:
+    first = {r["method_label"]: r for r in _bench(tmp_path, fake_vllm, v1=True)}
+    assert first["draft"]["speedup_note"] is None  # one invocation: like for like
+    # the same bench resumed later (another host or day, say) with --compare-plain
+    config = BenchConfig(
+        plan=tmp_path / "plan.toml", out=tmp_path / "out", cache=CACHE[0],
+        compare_plain=("*/draft-k3/*",),
+    )  # fmt: skip
+    rows = read_results(run_bench(config, start=FakeVllm(gpu_runners=True)).results_csv)
+    draft = {r["method_label"]: r for r in rows}["draft"]
+    assert draft["plain_same_session"] is False and draft["traced_over_plain"] is not None
+    text = (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
+    assert "| **no** |" in text and "**Not like for like** where *one invocation*" in text
+
+
+def test_a_speedup_across_bench_invocations_carries_a_caveat() -> None:
+    base = _row("base", "none", 0, 10.0, session="host-a/1/x@t1")
+    same = _row("d", "draft_model", 3, 20.0, session="host-a/1/x@t1")
+    other = _row("d", "draft_model", 3, 20.0, session="host-b/2/y@t2")
+    unrecorded = _row("d", "draft_model", 3, 20.0)
+    assert with_speedups([base, same])[1]["speedup_note"] is None
+    for row in (other, unrecorded):  # a row without a session came from an older bench
+        (_, out) = with_speedups([base, row])
+        assert out["speedup_tok_s"] == pytest.approx(2.0)
+        assert "another bench invocation than its baseline" in out["speedup_note"]
+    # two rows from before sessions were recorded: nothing to tell them apart by
+    old = _row("base", "none", 0, 10.0)
+    assert with_speedups([old, unrecorded])[1]["speedup_note"] is None
+    # of two like-for-like baselines, the one of the same invocation is used
+    elsewhere = _row("base2", "none", 0, 5.0, session="host-b/2/y@t2")
+    assert with_speedups([elsewhere, base, same])[2]["baseline_case_id"] == base["case_id"]
 
 
 def _row(label: str, method: str, k: int, tok_s: float, **extra: object) -> dict:
@@ -190,15 +232,20 @@ def test_a_slower_case_names_the_part_of_the_step_that_costs() -> None:
     assert slowdown_warning(row, None) is None
 
 
-def test_results_csv_of_the_first_format_still_reads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("columns", [FIRST_COLUMNS, SECOND_COLUMNS], ids=["first", "second"])
+def test_results_csv_of_earlier_formats_still_reads(tmp_path: Path, columns: tuple) -> None:
     path = tmp_path / "results.csv"
     write_results(path, [_row("base", "none", 0, 10.0)])
     lines = path.read_text(encoding="utf-8").splitlines()
-    n = len(FIRST_COLUMNS)
+    n = len(columns)
     old = [",".join(line.split(",")[:n]) for line in lines]  # no quoted commas here
     path.write_text("\n".join(old) + "\n", encoding="utf-8")
     (row,) = read_results(path)
-    assert row["tok_s"] == 10.0 and row["model_runner"] is None and row["warning"] is None
+    assert row["tok_s"] == 10.0 and row["session"] is None and row["plain_same_session"] is None
+    if columns == FIRST_COLUMNS:
+        assert row["model_runner"] is None and row["warning"] is None
+    else:
+        assert row["model_runner"] == "V1"
 
 
 def test_plans_give_methods_engine_options_env_and_corpora_concurrencies(tmp_path: Path) -> None:

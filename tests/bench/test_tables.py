@@ -44,7 +44,8 @@ part of it, **verification ms** the rest (target forward pass, sampling, bookkee
 like-for-like baseline's step, in target steps; **c** = that per drafted token; **timer \
 µs** the timer's own time per step.
 - **traced / plain**: tok/s with tokenlens tracing over tok/s of the same case on an engine \
-without the plugin (bench --compare-plain).
+without the plugin (bench --compare-plain); **one invocation**: whether both were measured \
+by the same bench invocation (no: a resumed bench, not like for like).
 - –: missing or does not apply.
 """
 

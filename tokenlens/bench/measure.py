@@ -224,6 +224,7 @@ def write_run(
         dtype,
         manifest.get("engine"),
         steps,
+        session=bench.session,
     )
 
 
@@ -309,7 +310,7 @@ def run_plain(bench: BenchOutput, start: StartBackend) -> None:
                     return backend.generate(jobs, sampling, c.concurrency)
 
                 repeats, _, _ = measure(bench, case, generate, backend.counters)
-                data = plain_result(repeats, backend.info.get("engine"))
+                data = plain_result(repeats, backend.info.get("engine"), bench.session)
                 bench.finish_plain(case, data)
                 bench.progress.note(f"plain {case.case_id}: {data['tok_s']:.2f} tok/s")
 

@@ -17,7 +17,7 @@ from typing import Any
 from tokenlens import __version__
 from tokenlens.bench.config import BenchConfig
 from tokenlens.bench.plan import Case, Plan
-from tokenlens.bench.rows import with_plain, with_speedups
+from tokenlens.bench.rows import measuring_session, with_plain, with_speedups
 from tokenlens.bench_results import BENCH_JSON, RESULTS_CSV, RESULTS_MD, Row, write_results
 from tokenlens.errors import TokenlensError
 from tokenlens.format_version import BENCH, check_readable, stamp
@@ -45,6 +45,9 @@ class BenchOutput:
         self.plain: dict[str, dict[str, Any]] = {}
         self.vllm_version = "unknown"
         self.created_at = now_iso()
+        # this invocation, recorded in every row it measures: rows of a resumed bench
+        # measured on another host or day are told apart (rows.like_for_like)
+        self.session = measuring_session(self.created_at)
 
     def prepare(self, vllm_version: str) -> int:
         """Create or reopen the output directory; returns how many cases are already done."""

@@ -56,7 +56,8 @@ LEGEND = (
     "= drafting / the like-for-like baseline's step, in target steps; **c** = that per "
     "drafted token; **timer µs** the timer's own time per step.",
     "- **traced / plain**: tok/s with tokenlens tracing over tok/s of the same case on an "
-    "engine without the plugin (bench --compare-plain).",
+    "engine without the plugin (bench --compare-plain); **one invocation**: whether both "
+    "were measured by the same bench invocation (no: a resumed bench, not like for like).",
     f"- {MISSING}: missing or does not apply.",
 )
 
@@ -271,7 +272,15 @@ class BenchGroup:
         rows = [r for r in self.ordered_rows() if r.get("plain_tok_s") is not None]
         if not rows:
             return []
-        header = ["method", "k", "lang", "traced tok/s", "plain tok/s", "traced / plain"]
+        header = [
+            "method",
+            "k",
+            "lang",
+            "traced tok/s",
+            "plain tok/s",
+            "traced / plain",
+            "one invocation",
+        ]
         body = [
             [
                 md(method_name(r)),
@@ -285,11 +294,22 @@ class BenchGroup:
                     "throughput",
                 ),
                 num(r.get("traced_over_plain"), "ratio"),
+                "yes" if r.get("plain_same_session", True) else "**no**",
             ]
             for r in rows
         ]
         title = "### Traced vs plain (the same cases on an engine without tokenlens)"
-        return [title, "", *md_table(header, body, right=[1, 3, 4, 5])]
+        lines = [title, "", *md_table(header, body, right=[1, 3, 4, 5])]
+        if any(not r.get("plain_same_session", True) for r in rows):
+            lines += [
+                "**Not like for like** where *one invocation* reads no: the traced and the "
+                "plain tok/s were measured by different bench invocations (the bench was "
+                "resumed), possibly on another host or day, so the ratio mixes host and load "
+                "with tracing's cost. Measure both in one invocation (a new --out, or "
+                "--restart) to read tracing's cost.",
+                "",
+            ]
+        return lines
 
     def notes(self) -> list[str]:
         """Warnings (slower than the like-for-like baseline), then the reasons for missing
@@ -299,7 +319,7 @@ class BenchGroup:
         for r in self.ordered_rows():
             if r.get("warning"):
                 lines.append(f"- **Slower than its baseline**: {md(r['warning'])}.")
-            elif r.get("speedup_note") and not is_baseline(r):
+            if r.get("speedup_note") and not is_baseline(r):
                 reasons.setdefault(str(r["speedup_note"]), []).append(str(r.get("case_id")))
         for reason, cases in reasons.items():
             who = ", ".join(cases) if len(cases) <= 3 else f"{len(cases)} cases"

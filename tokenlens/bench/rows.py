@@ -6,7 +6,10 @@ the engine: the tests build rows from made-up repeats.
 
 from __future__ import annotations
 
+import os
+import socket
 import statistics
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -94,6 +97,7 @@ def case_row(
     dtype: str | None,
     engine: Mapping[str, Any] | None = None,
     steps: Mapping[str, Any] | None = None,
+    session: str | None = None,
 ) -> Row:
     """The results row of a measured case (speedups are filled in by :func:`with_speedups`).
 
@@ -153,12 +157,15 @@ def case_row(
         "model_runner": (engine or {}).get("model_runner"),
         "async_scheduling": (engine or {}).get("async_scheduling"),
         **{key: (steps or {}).get(key) for key in STEP_COLUMNS},
+        "session": session,
     }
 
 
-def plain_result(repeats: Sequence[Repeat], engine: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A case measured again without the plugin (``plain.json``): its tok/s and how the
-    engine ran."""
+def plain_result(
+    repeats: Sequence[Repeat], engine: Mapping[str, Any] | None, session: str | None = None
+) -> dict[str, Any]:
+    """A case measured again without the plugin (``plain.json``): its tok/s, how the
+    engine ran, and the bench invocation that measured it (``session``)."""
     tok_s = [r.tokens / r.wall_s for r in repeats]
     return {
         "tok_s": statistics.median(tok_s),
@@ -169,6 +176,7 @@ def plain_result(repeats: Sequence[Repeat], engine: Mapping[str, Any] | None) ->
         "model_runner": (engine or {}).get("model_runner"),
         "async_scheduling": (engine or {}).get("async_scheduling"),
         "plugins": "none (VLLM_PLUGINS='')",
+        "session": session,
     }
 
 
@@ -179,7 +187,32 @@ def with_plain(row: Row, plain: Mapping[str, Any] | None) -> Row:
     out = {**row, **{f"plain_{k}": plain.get(k) for k in ("tok_s", "tok_s_min", "tok_s_max")}}
     base = plain.get("tok_s")
     out["traced_over_plain"] = row["tok_s"] / base if base and row.get("tok_s") else None
+    out["plain_same_session"] = not sessions_differ(row, plain)
     return out
+
+
+def measuring_session(started_at: str) -> str:
+    """The identity of one bench invocation, recorded in each row it measures:
+    ``host/pid/random@start time``. Two rows with different sessions were measured by
+    different invocations (a resumed bench), possibly on another host or day."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}@{started_at}"
+
+
+def sessions_differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two measurements come from different bench invocations. Rows written
+    before sessions were recorded have none: two such rows count as one session (a
+    bench of that era cannot tell), one with and one without as two (the newer row was
+    measured by a later invocation that resumed the older bench)."""
+    return a.get("session") != b.get("session")
+
+
+UNRECORDED_SETUP = "model runner and async scheduling not recorded: like for like not checked"
+# The caveat on a speed-up or a traced/plain ratio whose two sides come from different
+# bench invocations (rows.sessions_differ).
+OTHER_SESSION = (
+    "measured in another bench invocation than its baseline (a resumed bench): host and "
+    "load may differ, so the ratio is not like for like; --restart measures all cases in one"
+)
 
 
 # The step split's columns, as :func:`tokenlens.bench.steps.step_split` names them.
@@ -201,9 +234,14 @@ def like_for_like(row: Row, baselines: Sequence[Row]) -> tuple[Row | None, str |
         return row, None
     same = [b for b in baselines if _setup(b) == _setup(row)]
     if same:
-        unknown = _setup(row) == (None, None)
-        note = "model runner and async scheduling not recorded: like for like not checked"
-        return same[0], note if unknown else None
+        in_session = [b for b in same if not sessions_differ(b, row)]
+        base = (in_session or same)[0]
+        notes = []
+        if _setup(row) == (None, None):
+            notes.append(UNRECORDED_SETUP)
+        if sessions_differ(base, row):
+            notes.append(OTHER_SESSION)
+        return base, "; ".join(notes) or None
     if not baselines:
         return None, "no baseline (method none) of this model, corpus, length and language"
     others = ", ".join(f"{b['method_label']} ({setup_label(b)})" for b in baselines)
