@@ -376,3 +376,16 @@ def test_committed_findings_come_from_their_files_byte_for_byte(name: str) -> No
     note = smoke_note("medium" if name == "demo" else "full")
     text = findings_markdown(summary, rows, info, checks, note)
     assert text.encode("utf-8") == (root / "FINDINGS.md").read_bytes()
+
+
+def test_the_best_speedup_keeps_its_caveat() -> None:
+    from tokenlens.report.findings_speed import short_speedups
+
+    row = {
+        "method": "ngram", "method_label": "ngram", "k": 3, "lang": "ja", "corpus": "full",
+        "speedup_tok_s": 1.03, "speedup_chars_s": 1.03, "speedup_note": None,
+    }  # fmt: skip
+    (plain,) = short_speedups([row])
+    assert plain["caveat"] == ""
+    (flagged,) = short_speedups([{**row, "speedup_note": "measured in another bench invocation"}])
+    assert flagged["caveat"] == "; measured in another bench invocation"

@@ -65,7 +65,8 @@ def method_label(row: Mapping[str, Any]) -> str:
 
 
 def short_speedups(rows: Sequence[Mapping[str, Any]] | None) -> list[dict[str, str]]:
-    """ "In short": the best measured speedup per language (none without a bench)."""
+    """ "In short": the best measured speedup per language (none without a bench), with
+    its caveat (a speed-up across bench invocations, say) where it has one."""
     return [
         {
             "lang": lang_name(lang),
@@ -73,6 +74,7 @@ def short_speedups(rows: Sequence[Mapping[str, Any]] | None) -> list[dict[str, s
             "chars_s": qty(row.get("speedup_chars_s"), "speedup"),
             "method": method_label(row),
             "corpus": md(row.get("corpus")),
+            "caveat": f"; {md(row['speedup_note'])}" if row.get("speedup_note") else "",
         }
         for lang, row in best_speedups(rows or ()).items()
     ]
