@@ -185,6 +185,7 @@ def stage_finetune(a: argparse.Namespace, deadline: float) -> None:
         seed=a.seed,
         log_every=a.log_every,
         objective=a.objective,
+        layers=a.drafter_layers,
     )
     log(f"finetune: {n} answer tokens per drafter (pools {have}); {cfg}")
     order = sorted(a.shares, key=lambda s: (s not in (0.0, 1.0), a.shares.index(s)))

@@ -267,3 +267,42 @@ def test_prompts_are_rendered_as_the_tracer_renders_them_in_the_study_s_proporti
         job = PromptJob(p["id"], p.get("messages"), p.get("text"), None)
         assert P.render(tok, p) == render_prompt(tok, job, {})
     assert P.render(tok, kinds[True])[0] != P.render(tok, kinds[False])[0]  # no template
+
+
+def test_a_shallow_drafter_keeps_its_first_layers_and_loads_as_saved(tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from benchmarks.control_kit.finetune import TrainConfig, train
+
+    student, teacher = _tiny(tmp_path, 4, "student"), _tiny(tmp_path, 5, "teacher")
+    full = AutoModelForCausalLM.from_pretrained(str(student), dtype=torch.float32)
+    depth = full.config.num_hidden_layers
+    assert depth >= 2, "the tiny model must have layers to drop"
+    prompts = _prompts(4)
+    examples = [mixing.Example("en", p, _greedy(teacher, p, 8)) for p in prompts]
+    packed = mixing.pack(examples, 64, pad_id=0)
+    cfg = TrainConfig(lr=1e-2, rows_per_step=1, micro_rows=1, seq_len=64, warmup=0.0, layers=1)
+    rec = train(student, packed, tmp_path / "shallow", cfg, teacher=teacher)
+    assert rec["config"]["layers"] == 1
+    config = AutoConfig.from_pretrained(str(tmp_path / "shallow"))
+    assert config.num_hidden_layers == 1
+    if getattr(config, "layer_types", None) is not None:
+        assert len(config.layer_types) == 1
+    saved = AutoModelForCausalLM.from_pretrained(str(tmp_path / "shallow"), dtype=torch.float32)
+    assert len(saved.model.layers) == 1
+    assert sum(p.numel() for p in saved.parameters()) < sum(p.numel() for p in full.parameters())
+    # before training: the kept layer is the original's first one, the embeddings and the
+    # output matrix are the original's, nothing re-initialised
+    from benchmarks.control_kit.finetune import shallow
+
+    cut = AutoModelForCausalLM.from_pretrained(str(student), dtype=torch.float32)
+    shallow(cut, 1)
+    for a, b in (
+        (cut.model.layers[0].mlp.up_proj.weight, full.model.layers[0].mlp.up_proj.weight),
+        (cut.model.embed_tokens.weight, full.model.embed_tokens.weight),
+        (cut.lm_head.weight, full.lm_head.weight),
+    ):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="--drafter-layers"):
+        train(student, packed, tmp_path / "bad", TrainConfig(layers=depth + 1, objective="ce"))

@@ -63,6 +63,7 @@ class TrainConfig:
     log_every: int = 1
     save_dtype: str = "bfloat16"
     objective: str = "ce"  # "ce": the target's greedy tokens; "kl": its distribution
+    layers: int = 0  # keep only the drafter's first N decoder layers (0: all of them)
 
 
 def sha256(path: Path) -> str:
@@ -175,7 +176,10 @@ def train(
     np.random.seed(cfg.seed)
     dev = device()
     autocast = dev.type == "cuda"
-    model = AutoModelForCausalLM.from_pretrained(str(drafter), dtype=torch.float32).to(dev)
+    model = AutoModelForCausalLM.from_pretrained(str(drafter), dtype=torch.float32)
+    if cfg.layers:
+        shallow(model, cfg.layers)
+    model = model.to(dev)
     torch.backends.cuda.matmul.allow_tf32 = False  # the check compares float32 exactly
     check = packing_check(model, packed, dev)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -258,6 +262,33 @@ def train(
     }
 
 
+def shallow(model: Any, layers: int) -> None:
+    """Keep ``model``'s embeddings, final norm, output matrix and first ``layers`` decoder
+    layers (in place; its config says so). A shallow drafter's ability comes mostly from
+    what it is then trained on, as an MTP head's or a small trained drafter's does: the
+    positive control's way to plant a training-data deficit (reports/gpu/control)."""
+    blocks = model.model.layers
+    if not 0 < layers <= len(blocks):
+        raise ValueError(f"--drafter-layers {layers}: the drafter has {len(blocks)} layers")
+    model.model.layers = torch.nn.ModuleList(list(blocks)[:layers])
+    depth = {k: getattr(model.config, k) for k in _DEPTH_KEYS if hasattr(model.config, k)}
+    _set_depth(depth, layers)
+    for key, value in depth.items():
+        setattr(model.config, key, value)
+
+
+_DEPTH_KEYS = ("num_hidden_layers", "layer_types", "max_window_layers")
+
+
+def _set_depth(config: dict[str, Any], layers: int) -> None:
+    """A Hugging Face config (as a dict) for ``layers`` decoder layers."""
+    config["num_hidden_layers"] = layers
+    if isinstance(config.get("layer_types"), list):
+        config["layer_types"] = config["layer_types"][:layers]
+    if isinstance(config.get("max_window_layers"), int):
+        config["max_window_layers"] = min(config["max_window_layers"], layers)
+
+
 def _transformers_version() -> str:
     import transformers
 
@@ -278,6 +309,8 @@ def save(model: Any, drafter: Path, out: Path, dtype: str) -> dict[str, Any]:
     # transformers release wrote the weights (tensor names are the same)
     config = json.loads((drafter / "config.json").read_text(encoding="utf-8"))
     config.update({k: dtype for k in ("dtype", "torch_dtype") if k in config} or {"dtype": dtype})
+    if model.config.num_hidden_layers != config.get("num_hidden_layers"):  # a shallow drafter
+        _set_depth(config, model.config.num_hidden_layers)
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     files = sorted(tmp.glob("*.safetensors"))
     if [f.name for f in files] != [WEIGHTS]:

@@ -51,6 +51,13 @@ def parser(
         "drafter); ce: its greedy tokens (the 2026-12-03 run)",
     )
     p.add_argument("--lr", type=float, default=2e-5, help="peak (5e-5 in the 2026-12-03 run)")
+    p.add_argument(
+        "--drafter-layers",
+        type=int,
+        default=0,
+        help="finetune: keep only the drafter's first N decoder layers (a shallow drafter "
+        "whose ability comes from the distillation; 0: all)",
+    )
     p.add_argument("--rows-per-step", type=int, default=16)
     p.add_argument("--micro-rows", type=int, default=4, help="rows a forward (kl holds 2 logits)")
     p.add_argument("--seq-len", type=int, default=1024)
