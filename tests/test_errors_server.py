@@ -25,8 +25,20 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support import REPO, assert_one_line_error, cli, write_prompts
+from tests.support import (
+    REPO,
+    FakeEngine,
+    FakeVllm,
+    assert_one_line_error,
+    check_events,
+    cli,
+    write_prompts,
+)
+from tokenlens.engine.config import EngineConfig, PromptJob, SamplingConfig, SpeculativeSpec
+from tokenlens.engine.results import ACCEPTED_PER_POS, NUM_ACCEPTED, NUM_DRAFT_TOKENS, NUM_DRAFTS
 from tokenlens.engine.server import METADATA_TIMEOUT, ServerTimeouts
+from tokenlens.progress import SILENT
+from tokenlens.rundir import read_run
 
 PROMPTS = [
     {"id": "ja", "lang": "ja", "pair": "p", "text": "桜について一文で説明してください。"},
@@ -388,3 +400,88 @@ def test_a_failed_served_run_resumes_when_the_server_answers(
     requests = pq.read_table(run / "requests.parquet").to_pylist()
     assert sorted(r["prompt_id"] for r in requests) == ["en", "ja"]
     assert all(len(r["output_token_ids"]) == 6 for r in requests)
+
+
+# -- a served engine's writer thread still holds the last step -------------------------------
+
+
+def vllm_serving(traces: Path, lag: float) -> Handler:
+    """A `vllm serve` with the plugin: a :class:`FakeEngine` (MTP, k = 3) generates each
+    request, writes its steps into ``traces`` as the plugin does and counts them on
+    /metrics; each request's last step reaches its file ``lag`` seconds after the
+    response, as from vLLM's writer thread on a starved machine."""
+    engine = FakeEngine(
+        FakeVllm(lag=lag),
+        EngineConfig(
+            "served-model",
+            speculative=SpeculativeSpec("mtp", 3, model="tiny-mimo-mtp"),  # every step drafts
+            trace_dir=str(traces),
+        ),
+        traces.parent / "engine.log",
+        SILENT,
+        0,
+    )
+    lock = threading.Lock()  # one scheduler: requests generate one at a time
+
+    def counters() -> str:
+        total = engine.total
+        lines = [
+            f"{NUM_DRAFTS}_total {total.num_drafts}",
+            f"{NUM_DRAFT_TOKENS}_total {total.num_draft_tokens}",
+            f"{NUM_ACCEPTED}_total {total.num_accepted_tokens}",
+            *(
+                f'{ACCEPTED_PER_POS}_total{{position="{i}"}} {n}'
+                for i, n in enumerate(total.accepted_per_position)
+            ),
+        ]
+        return "".join(f"# TYPE {line.split('_total')[0]} counter\n{line}\n" for line in lines)
+
+    def handler(request: BaseHTTPRequestHandler) -> None:
+        if request.path == "/metrics":
+            with lock:
+                reply(request, counters(), "text/plain")
+            return
+        if metadata(request):
+            return
+        body = json.loads(request.rfile.read(int(request.headers["Content-Length"])))
+        rid = f"chatcmpl-{body['request_id']}"  # as vLLM's OpenAI server names it
+        job = PromptJob(rid, body["messages"], None, body["max_tokens"])
+        with lock:
+            (done,) = engine.generate([job], SamplingConfig(max_tokens=body["max_tokens"])).requests
+        request.send_response(200)
+        request.send_header("Content-Type", "text/event-stream")
+        request.end_headers()
+        ids = done.output_token_ids
+        for i, token in enumerate(ids):
+            entry = {"token": f"token_id:{token}", "logprob": -0.25}
+            choice = {
+                "index": 0,
+                "delta": {"content": f"t{token}"},
+                "logprobs": {"content": [{**entry, "top_logprobs": [entry]}]},
+                "finish_reason": done.finish_reason if i == len(ids) - 1 else None,
+            }
+            request.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
+        usage = {"prompt_tokens": done.prompt_token_count, "completion_tokens": len(ids)}
+        request.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
+        request.wfile.write(b"data: [DONE]\n\n")
+
+    return handler
+
+
+def test_a_step_still_in_the_servers_writer_is_waited_for(
+    serve: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    """A served engine is never closed (which would flush its writer), so the last step
+    of the last request can reach its file after the last response: `trace --server`
+    settled once (0.2 s quiet) and then failed, events a draft per request short of the server's
+    counters; it now waits once more when they fall short, as the bench does."""
+    url = serve(vllm_serving(tmp_path / "traces", lag=0.5))
+    argv = trace(url, tmp_path, "--max-tokens", "12")
+    argv[argv.index("ngram")] = "mtp"  # the server's method, so the last step drafts too
+    status, _, err = cli(argv)
+    assert status == 0, err
+    run = read_run(tmp_path / "run")
+    assert run.manifest["status"] == "complete"
+    assert run.manifest["reconciliation"] == {"exact": True, "differences": []}
+    assert run.metrics.num_drafts > 0
+    check_events(run)

@@ -200,7 +200,7 @@ def test_a_served_trace_waits_for_the_servers_last_step(tmp_path: Path) -> None:
     import threading
     import time
 
-    from tokenlens.trace.run import settle_capture
+    from tokenlens.capture.live import settle_capture
 
     steps = tmp_path / "steps-host-1.jsonl"
     steps.write_text("", encoding="utf-8")

@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokenlens.capture.events import EVENTS_OPTIONAL, EVENTS_SCHEMA, Capture, build_capture
-from tokenlens.capture.filler import filler_rule, mark_fillers
+from tokenlens.capture.events import EVENTS_OPTIONAL, EVENTS_SCHEMA, Capture
+from tokenlens.capture.live import read_capture, read_live
 from tokenlens.capture.reconcile import counters_from_events, reconcile
 from tokenlens.capture.summary import empty_step_count, record_capture
 from tokenlens.dirlock import DirLock
@@ -273,6 +273,7 @@ def finalize(
     keep: set[str] | None = None,
     reported: dict[str, dict[str, Any]] | None = None,
     extra_manifest: dict[str, Any] | None = None,
+    live: bool = False,
 ) -> Finished:
     """Finish a run directory: requests, metrics, events, reconciliation, ``complete``.
 
@@ -287,7 +288,9 @@ def finalize(
     directory (step files; ``id_map`` and ``keep`` as in
     :func:`tokenlens.capture.events.build_capture`); a capture also records the
     manifest's ``capture`` and ``per_request_reconciliation`` (against ``reported``,
-    vLLM's per-request figures). The caller decides how to fail on what it returns.
+    vLLM's per-request figures). ``live``: an engine is still writing the capture (a
+    server; a bench's engine), so it is read by :func:`tokenlens.capture.live.read_live`,
+    which waits for the engine's writer. The caller decides how to fail on what it returns.
     """
     if counters_source not in COUNTER_SOURCES:
         raise ValueError(f"counters_source must be one of {COUNTER_SOURCES}")
@@ -304,9 +307,10 @@ def finalize(
             raise ValueError("counters_source='vllm' needs vLLM's counters")
         writer.write_metrics(counters)
     recorded: Capture | None = None
-    if capture is not None:
-        recorded = build_capture(capture, id_map=id_map, keep=keep)
-        events, recorded.fillers = mark_fillers(recorded.table(), requests, filler_rule(capture))
+    if capture is not None and live:
+        recorded, events = read_live(capture, requests, counters, id_map=id_map, keep=keep)
+    elif capture is not None:
+        recorded, events = read_capture(capture, requests, id_map=id_map, keep=keep)
     problems: list[str] = []
     if events is not None:
         write_events(writer.path, events)

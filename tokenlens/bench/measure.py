@@ -45,7 +45,7 @@ from tokenlens.engine.runner import Engine
 from tokenlens.engine.server import ServerClient
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SILENT, Progress
-from tokenlens.rundir import CAPTURE, Finished, RunWriter, finalize, requests_table
+from tokenlens.rundir import CAPTURE, RunWriter, finalize, requests_table
 from tokenlens.signature import make_signature, parse_signature
 from tokenlens.trace import (
     StartBackend,
@@ -55,13 +55,7 @@ from tokenlens.trace import (
     precheck_capture,
     reported_per_request,
     served_manifest,
-    settle_capture,
 )
-
-# How long a run waits, once, for steps still in the engine's writer when the events
-# fall short of vLLM's counters (a loaded machine can starve the writer thread).
-LATE_QUIET_S = 1.0
-LATE_LIMIT_S = 30.0
 
 
 def measure(
@@ -180,35 +174,25 @@ def write_run(
                 if rid.startswith(prefix)
             }
 
-    def finish() -> tuple[RunWriter, Finished]:
-        writer = RunWriter(run_dir, manifest, overwrite=True)
-        return writer, finalize(
-            writer,
-            requests_table(requests, langs, pairs),
-            counters=first.counters,
-            capture=capture_dir,
-            id_map=id_map,
-            keep=set(langs),
-            reported=reported_per_request(requests),
-            extra_manifest={
-                "vllm_version": first.vllm_version,
-                "timing": {
-                    "wall_seconds": first.wall_seconds,
-                    "output_tokens": sum(len(r.output_token_ids) for r in first.requests),
-                },
-                "dtype": dtype,
+    writer = RunWriter(run_dir, manifest, overwrite=True)
+    done = finalize(
+        writer,
+        requests_table(requests, langs, pairs),
+        counters=first.counters,
+        capture=capture_dir,
+        id_map=id_map,
+        keep=set(langs),
+        reported=reported_per_request(requests),
+        extra_manifest={
+            "vllm_version": first.vllm_version,
+            "timing": {
+                "wall_seconds": first.wall_seconds,
+                "output_tokens": sum(len(r.output_token_ids) for r in first.requests),
             },
-        )
-
-    # The engine is still running: its writer thread hands steps to the files every
-    # WRITE_SECONDS, so the case's last step can still be in memory now. Wait for the
-    # files to settle; if the events still fall short, wait longer once, then judge.
-    if capture_dir is not None:
-        settle_capture(capture_dir)
-    writer, done = finish()
-    if done.problems and capture_dir is not None:
-        settle_capture(capture_dir, quiet=LATE_QUIET_S, limit=LATE_LIMIT_S)
-        writer, done = finish()
+            "dtype": dtype,
+        },
+        live=True,  # the engine is still running: wait for its writer thread
+    )
     if done.problems:
         raise TokenlensError(
             f"case {case.case_id}: events do not match vLLM's counters "

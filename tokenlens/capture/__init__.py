@@ -4,5 +4,6 @@
 (:data:`tokenlens.engine.config.TRACE_DIR_ENV`) is set (and only then);
 :mod:`tokenlens.capture.recorder` appends one JSON line per scheduler step to a
 per-process file; :mod:`tokenlens.capture.events` turns those
-files into the run directory's ``events.parquet`` without importing vLLM.
+files into the run directory's ``events.parquet`` without importing vLLM;
+:mod:`tokenlens.capture.live` reads files a running engine is still writing.
 """

@@ -32,7 +32,7 @@ from tokenlens.trace.manifest import (
 )
 from tokenlens.trace.models import build_engine_config, model_identity
 from tokenlens.trace.resume import resume_trace
-from tokenlens.trace.run import run_trace, settle_capture
+from tokenlens.trace.run import run_trace
 
 __all__ = [
     "BASELINE",
@@ -53,6 +53,5 @@ __all__ = [
     "run_trace",
     "select_prompts",
     "served_manifest",
-    "settle_capture",
     "trace_jobs",
 ]

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tokenlens.capture.layout import options_refusal
-from tokenlens.capture.recorder import WRITE_SECONDS
 from tokenlens.engine.backend import Backend
 from tokenlens.engine.config import (
     PromptJob,
@@ -144,33 +142,6 @@ def _served(config: TraceConfig, prompts: list[Prompt], progress: Progress) -> _
     )
 
 
-def settle_capture(capture: Path, quiet: float = 4 * WRITE_SECONDS, limit: float = 10.0) -> None:
-    """Wait until a running server's step files stop growing (``quiet`` seconds without a
-    change, at most ``limit`` seconds in all).
-
-    The plugin hands steps to a writer that wakes every ``WRITE_SECONDS``, and a served
-    engine is never closed (which would flush it): the last step of the last request
-    can still be in memory when its response has arrived. Reading the files at once
-    lost that step (events one draft short of the server's counters).
-    """
-
-    def sizes() -> dict[str, int]:
-        try:
-            return {p.name: p.stat().st_size for p in capture.iterdir() if p.is_file()}
-        except OSError:
-            return {}
-
-    deadline = time.monotonic() + limit
-    last, since = sizes(), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(WRITE_SECONDS)
-        now = sizes()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
-
-
 def run_trace(
     config: TraceConfig,
     progress: Progress = SILENT,
@@ -231,8 +202,6 @@ def _trace_into(
         progress,
         traced.start,
     )
-    if not traced.own_capture:
-        settle_capture(traced.capture)
     done = finalize(
         writer,
         requests_table(list(result.requests), langs, pairs),
@@ -249,6 +218,7 @@ def _trace_into(
             },
             **engine_fields(traced.backend.info, result.info, traced.capture),
         },
+        live=not traced.own_capture,  # a server's engine runs on: wait for its writer
     )
     summary = writer.manifest["capture"]
     note_lost_identities(summary, progress)
