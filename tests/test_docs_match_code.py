@@ -108,7 +108,8 @@ def every_help() -> str:
         texts.append(parser.format_help())
         stack += _subparsers(parser).values()
     for folder in ("scripts", "benchmarks"):
-        texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / folder).glob("*.*"))]
+        files = sorted((ROOT / folder).rglob("*.*"))  # packages under them too (control_kit)
+        texts += [p.read_text(encoding="utf-8") for p in files if p.suffix in (".py", ".sh")]
     return "\n".join(texts)
 
 
