@@ -35,12 +35,13 @@ from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.rejection_summary import rejection_section
-from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
+from tokenlens.analysis.rules import FREE, INCONCLUSIVE, POWER, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
-from tokenlens.analysis.summary_file import Scope
+from tokenlens.analysis.summary_fields import json_value
+from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
 from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
@@ -105,19 +106,7 @@ def summarize(
         **stamp(ANALYSIS),
         "signature": None,
         "tokenlens_version": __version__,
-        "settings": {
-            "seed": config.seed,
-            "bootstrap": config.n_boot,
-            "level": LEVEL,
-            "interval": config.interval,
-            "cluster": rs.unit,
-            "clusters": rs.n_clusters,
-            "min_count": config.min_count,
-            "confidence_bins": CONF_BINS,
-            "support": config.support.to_json(),
-            **rules.to_json(),
-            "rules_hash": rules_identity(rules, config.support),
-        },
+        "settings": _settings(config, rules, rs),
         "scope": _scope(frame, scope_name, scope, configs),
         "prompts": parts.prompts,
         "acceptance": per_lang(frame, rs, scope, config.min_count),
@@ -163,7 +152,32 @@ def summarize(
         _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
     out["margin_in_speed"] = _margin_in_speed(out["runs"], rules.delta, config.method_families)
-    return out
+    written: dict[str, Any] = json_value(out)  # the records as their types write them
+    return written
+
+
+def _settings(config: AnalyzeConfig, rules: Rules, rs: Resampler) -> Settings:
+    """The options and rules this analysis ran with (summary.json ``settings``)."""
+    support = config.support
+    return Settings(
+        seed=config.seed,
+        bootstrap=config.n_boot,
+        level=LEVEL,
+        interval=config.interval,
+        cluster=rs.unit,
+        clusters=rs.n_clusters,
+        min_count=config.min_count,
+        confidence_bins=CONF_BINS,
+        support=SupportRules(support.min_rows, support.min_prompts, support.min_support),
+        delta=rules.delta,
+        alpha=rules.alpha,
+        decision_level=rules.decision_level,
+        min_prompts=rules.min_prompts,
+        power=POWER,
+        power_effects=tuple(rules.power_effects),
+        control_range=rules.control_range,
+        rules_hash=rules_identity(rules, config.support),
+    )
 
 
 def _margin_in_speed(
@@ -382,10 +396,8 @@ def _run_section(
     speed = {}
     for lang, block in acceptance.items():
         # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
-        curve = [
-            unconditional.get(lang, {}).get(str(p), {}).get("per_draft") or 0.0
-            for p in range(info.k)
-        ]
+        at = unconditional.get(lang, {})
+        curve = [(at[str(p)].per_draft if str(p) in at else None) or 0.0 for p in range(info.k)]
         steps = int((mine & first & (lang_of == lang)).sum())
         tps = 1.0 + block["accepted"] / steps if steps else None
         iid = (judged_rate.get(lang) or {}).get("rate") or 0.0

@@ -72,6 +72,13 @@ def as_ints(data: Any) -> tuple[int, ...]:
     return tuple(int(k) for k in data if as_int(k) is not None) if isinstance(data, list) else ()
 
 
+def as_floats(data: Any) -> tuple[float, ...]:
+    """A list of numbers as they were read (entries that are not numbers left out)."""
+    if not isinstance(data, list):
+        return ()
+    return tuple(x for x in data if as_float(x) is not None)
+
+
 def as_counts(data: Any) -> dict[str, int]:
     """``{key: int}``, entries that are not integers left out."""
     return {str(k): v for k, v in as_map(data).items() if as_int(v) is not None}
@@ -84,6 +91,7 @@ _SCALARS: dict[str, Reader] = {
     "bool | None": as_bool,
     "tuple[str, ...]": as_strs,
     "tuple[int, ...]": as_ints,
+    "tuple[float, ...]": as_floats,
     "tuple[tuple[str, int], ...]": as_configs,
     "dict[str, int]": as_counts,
     "dict[str, int | None]": lambda d: {str(k): as_int(v) for k, v in as_map(d).items()},
@@ -110,20 +118,22 @@ class Parsed:
         None as null; the inverse of :func:`read` for a record whose fields all live at
         their own key (one with fields read by hand writes itself)."""
         return {
-            f.metadata.get("key", f.name): _json(getattr(self, f.name))
+            f.metadata.get("key", f.name): json_value(getattr(self, f.name))
             for f in dataclasses.fields(self)  # type: ignore[arg-type]
             if f.init
         }
 
 
-def _json(value: Any) -> Any:
-    """A field's value as JSON: records by their ``to_json``, tuples as lists."""
+def json_value(value: Any) -> Any:
+    """``value`` as summary.json holds it: records by their ``to_json``, tuples and lists
+    as lists, mappings key by key (order kept); anything else as it is. What the analysis
+    writes goes through here, so a record is written by the type that reads it."""
     if isinstance(value, Parsed):
         return value.to_json()
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
+    if isinstance(value, tuple | list):
+        return [json_value(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _json(v) for k, v in value.items()}
+        return {k: json_value(v) for k, v in value.items()}
     return value
 
 

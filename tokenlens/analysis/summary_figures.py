@@ -11,7 +11,7 @@ key). Each field is read from its key by its annotation
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tokenlens.analysis.summary_fields import Figure, Section, as_str, read, renamed
@@ -111,11 +111,41 @@ class Rate(Figure):
         }
 
 
+@dataclass(frozen=True)
+class PositionRate(Rate):
+    """A rate at one draft position p (over the steps with a draft at p), with
+    ``per_draft``: accepted at p / all the run's steps (vLLM's per-position counter over
+    ``num_drafts``), and ``drafts``: those steps. Older files lack both (None)."""
+
+    per_draft: float | None = None
+    drafts: int | None = None
+
+    @classmethod
+    def from_rate(cls, rate: Rate, per_draft: float | None, drafts: int) -> PositionRate:
+        """``rate`` with the run's per-draft rate at its position and its step count."""
+        given = {f.name: getattr(rate, f.name) for f in fields(rate)}
+        return cls(**given, per_draft=per_draft, drafts=drafts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The rate's keys, then ``per_draft`` and ``drafts`` (both always written)."""
+        return {**super().to_json(), "per_draft": self.per_draft, "drafts": self.drafts}
+
+
 def rates(data: Any) -> dict[str, Rate]:
     """``{lang: Rate}`` (or ``{group: Rate}``), entries that are not rates left out."""
     out = {}
     for key, value in (data if isinstance(data, Mapping) else {}).items():
         rate = Rate.parse(value)
+        if rate is not None:
+            out[str(key)] = rate
+    return out
+
+
+def position_rates(data: Any) -> dict[str, Rate]:
+    """``{position: PositionRate}``, entries that are not rates left out."""
+    out: dict[str, Rate] = {}
+    for key, value in (data if isinstance(data, Mapping) else {}).items():
+        rate = PositionRate.parse(value)
         if rate is not None:
             out[str(key)] = rate
     return out

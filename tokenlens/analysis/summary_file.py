@@ -43,10 +43,12 @@ from tokenlens.analysis.summary_figures import (
     Contrast,
     Control,
     Estimate,
+    PositionRate,
     Power,
     Rate,
     Reading,
     Split,
+    position_rates,
     rates,
 )
 from tokenlens.analysis.summary_sections import (
@@ -62,21 +64,39 @@ SUMMARY = "summary.json"
 
 
 @dataclass(frozen=True)
+class SupportRules(Figure):
+    """The thresholds of common support the analysis ran with (``settings.support``)."""
+
+    min_rows: int | None = None
+    min_prompts: int | None = None
+    min_support: float | None = None
+
+
+@dataclass(frozen=True)
 class Settings(Section):
-    """The analysis' options as recorded (``delta`` is the verdict threshold, the CLI's
-    ``--threshold``)."""
+    """The analysis' options and rules as recorded, in the order written: the
+    bootstrap (``cluster``: its unit, ``clusters``: how many), then the rule set
+    (``delta``: the verdict threshold, the CLI's ``--threshold``; ``alpha`` None: written
+    before decision intervals, read at 95%) and its hash (also in the signature as
+    ``rules:``)."""
 
     seed: int | None = None
     bootstrap: int | None = None
     level: float | None = None
     interval: str | None = None
     cluster: str | None = None
+    clusters: int | None = None
     min_count: int | None = None
+    confidence_bins: int | None = None
+    support: SupportRules | None = None
     delta: float | None = None
-    min_prompts: int | None = None
-    alpha: float | None = None  # None: written before decision intervals (read at 95%)
+    alpha: float | None = None
     decision_level: float | None = None
-    rules_hash: str | None = None  # the frozen rule set (also in the signature as rules:)
+    min_prompts: int | None = None
+    power: float | None = None
+    power_effects: tuple[float, ...] = ()
+    control_range: float | None = None
+    rules_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -257,11 +277,9 @@ class RunSummary(Section):
     draft_cost_source: str | None = None
     speed: dict[str, SpeedModel] = field(default_factory=dict)  # by language
     acceptance_judged: dict[str, Rate] = field(default_factory=dict)
-    # {lang: {position: Rate}}: over the steps that proposed a draft at p
-    by_position: dict[str, dict[str, Rate]] = field(default_factory=dict)
+    # {lang: {position: rate}}: over the steps that proposed a draft at p
+    by_position: dict[str, dict[str, PositionRate]] = field(default_factory=dict)
     by_position_conditional: dict[str, dict[str, Rate]] = field(default_factory=dict)
-    # {lang: {position: accepted at p / all drafts}} (vLLM's counter over num_drafts)
-    per_draft: dict[str, dict[str, float | None]] = field(default_factory=dict)
     text_per_step: dict[str, dict[str, Estimate]] = field(default_factory=dict)
     dtype: str | None = None
     replay_source: str | None = None
@@ -280,12 +298,6 @@ class RunSummary(Section):
             reconciled=as_bool(as_map(d.get("reconciliation")).get("matches")),
             draft_cost_source=as_str(speed.get("draft_cost_source")),
             speed={str(k): SpeedModel.parse(v) for k, v in as_map(speed.get("by_lang")).items()},
-            per_draft={
-                str(lang): {
-                    str(p): as_float(as_map(e).get("per_draft")) for p, e in as_map(v).items()
-                }
-                for lang, v in as_map(d.get("by_position")).items()
-            },
             models=tuple(m for m in models if isinstance(m, Mapping))
             if isinstance(models, list)
             else (),
@@ -350,10 +362,11 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
     if not isinstance(data, Mapping):
         raise TokenlensError("summary.json is not an analysis summary (not a JSON object)")
     check_readable(data, ANALYSIS, "summary.json")
-    breakdowns = {}
+    breakdowns: dict[str, dict[str, dict[str, Rate]]] = {}
     for key, block in data.items():
         if isinstance(key, str) and key.startswith("by_") and isinstance(block, Mapping):
-            breakdowns[key] = {str(lang): rates(groups) for lang, groups in block.items()}
+            read_rates = position_rates if key == "by_position" else rates
+            breakdowns[key] = {str(lang): read_rates(groups) for lang, groups in block.items()}
     rejections = as_map(as_map(data.get("rejections")).get("families"))
     rejection_runs = as_map(as_map(data.get("rejections")).get("runs"))
     domains = as_map(data.get("domains"))
