@@ -170,9 +170,9 @@ def test_delta_in_speed_terms_is_the_leviathan_formula() -> None:
     out = margin_in_speed(0.78, 3, 0.02)
     at, below = iid_tokens_per_step(0.78, 3), iid_tokens_per_step(0.76, 3)
     assert at == pytest.approx(1 + 0.78 + 0.78**2 + 0.78**3)
-    assert out["difference"] == pytest.approx(below - at)
-    assert out["relative_speed"] == pytest.approx(below / at - 1)
-    assert margin_in_speed(0.5, 1, 0.02)["difference"] == pytest.approx(-0.02)  # k = 1: -δ
+    assert out.difference == pytest.approx(below - at)
+    assert out.relative_speed == pytest.approx(below / at - 1)
+    assert margin_in_speed(0.5, 1, 0.02).difference == pytest.approx(-0.02)  # k = 1: -δ
 
 
 def test_no_figure_pools_k_unlabelled() -> None:

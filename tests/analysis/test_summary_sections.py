@@ -1,10 +1,10 @@
 """summary.json's sections written by the types that read them.
 
 Contract checked: the sections the analysis builds as records (``settings``,
-``by_position`` at the top and per run, ``by_position_conditional``) are written back by
-their type byte for byte as the committed summaries hold them (keys, order, nulls), a
-record read back equals the one built, every declared field of every record has a
-reader, and an older file without the newer keys reads them as None.
+``by_position`` at the top and per run, ``by_position_conditional``, ``margin_in_speed``)
+are written back by their type byte for byte as the committed summaries hold them (keys,
+order, nulls); a record read back equals the one built; every declared field of every
+record has a reader; an older file without the newer keys reads them as None.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from tests.support import REPO
 from tokenlens.analysis import summary_fields
 from tokenlens.analysis.bootstrap import estimate
 from tokenlens.analysis.summary_fields import json_value
-from tokenlens.analysis.summary_figures import PositionRate, Rate
+from tokenlens.analysis.summary_figures import LengthStandardised, PositionRate, Rate
 from tokenlens.analysis.summary_file import Settings, SupportRules, load_summary
+from tokenlens.analysis.summary_sections import MarginInSpeed
 
 COMMITTED = sorted((REPO / "reports").glob("**/summary.json"))
 OLD = sorted((REPO / "tests" / "data" / "summaries").glob("*.json"))
@@ -46,6 +47,35 @@ def test_committed_sections_write_back_as_they_are(path: Path) -> None:
     for run in raw["runs"]:
         for key, cls in (("by_position", PositionRate), ("by_position_conditional", Rate)):
             assert _text(json_value(_positions(run[key], cls))) == _text(run[key]), key
+    margin = MarginInSpeed.parse(raw["margin_in_speed"])
+    assert margin is not None and _text(margin.to_json()) == _text(raw["margin_in_speed"])
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_committed_standardised_gap_reads_whole(path: Path) -> None:
+    """What the typed view reads of ``gap_length_standardised`` is all the file holds
+    (but the pooled-over-k labels, which the families' figures all carry)."""
+    raw = json.loads(path.read_text("utf-8"))
+    s = load_summary(path)
+    assert s.margin_in_speed is not None
+    for name, block in raw["families"].items():
+        written = block.get("gap_length_standardised")
+        if written is None:
+            continue
+        figure = s.families[name].gap_length_standardised
+        assert figure is not None
+        unlabelled = {k: v for k, v in written.items() if k not in ("pooled_over_k", "family")}
+        assert _text(figure.to_json()) == _text(unlabelled)
+        if figure.value is not None:
+            assert set(figure.by_standard) == {"japanese", "english"}
+    if raw.get("classes"):
+        assert s.classes is not None and s.classes.declared == raw["classes"].get("declared")
+
+
+def test_a_standardised_gap_without_a_value_writes_its_reason_and_method() -> None:
+    figure = LengthStandardised(None, None, None, 0, not_estimable="no rows", method="direct")
+    assert list(figure.to_json()) == ["value", "ci_low", "ci_high", "n", "not_estimable", "method"]
+    assert LengthStandardised.parse(figure.to_json()) == figure
 
 
 def test_settings_read_back_as_built() -> None:
@@ -92,7 +122,6 @@ def test_a_position_rate_keeps_its_rate_and_reads_back() -> None:
 # Fields whose value each record's own ``parse`` reads by hand (and passes to ``read``).
 READ_BY_HAND = {
     ("Family", "name"),
-    ("Sensitivity", "raw"),
     ("Sensitivity", "flip_below"),
     ("Sensitivity", "flip_above"),
     ("RunSummary", "replayed"),

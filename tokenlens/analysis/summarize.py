@@ -42,6 +42,7 @@ from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
 from tokenlens.analysis.summary_fields import json_value
 from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
+from tokenlens.analysis.summary_sections import MarginInSpeed, SpeedMargin
 from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
@@ -182,15 +183,10 @@ def _settings(config: AnalyzeConfig, rules: Rules, rs: Resampler) -> Settings:
 
 def _margin_in_speed(
     runs: Sequence[Mapping[str, Any]], delta: float, declared: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+) -> MarginInSpeed:
     """δ in speed terms per drafter family and k (:func:`margin_in_speed`), at the
     English judged rate of the runs of that k (the reference a Japanese deficit is
     measured from)."""
-    out: dict[str, Any] = {
-        "basis": "English judged acceptance of the runs at each k; tokens per step by the "
-        "i.i.d. formula (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023)",
-        "families": {},
-    }
     seen: dict[tuple[str, int], list[float]] = {}
     for run in runs:
         rate = ((run.get("acceptance_judged") or {}).get("en") or {}).get("rate")
@@ -198,11 +194,14 @@ def _margin_in_speed(
             continue
         family = family_of(run["method"], declared)
         seen.setdefault((family, int(run["k"])), []).append(float(rate))
+    families: dict[str, dict[str, SpeedMargin]] = {}
     for (family, k), values in sorted(seen.items()):
-        out["families"].setdefault(family, {})[str(k)] = margin_in_speed(
-            float(np.mean(values)), k, delta
-        )
-    return out
+        families.setdefault(family, {})[str(k)] = margin_in_speed(float(np.mean(values)), k, delta)
+    return MarginInSpeed(
+        basis="English judged acceptance of the runs at each k; tokens per step by the "
+        "i.i.d. formula (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023)",
+        families=families,
+    )
 
 
 def acceptance_per_k(

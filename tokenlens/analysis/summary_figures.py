@@ -153,10 +153,13 @@ def position_rates(data: Any) -> dict[str, Rate]:
 
 @dataclass(frozen=True)
 class Support(Figure):
-    """Share of each language's judged rows in the classes both languages fill."""
+    """Share of each language's judged rows in the classes both languages fill, and how
+    many of the ``classes_total`` classes (``classes``) both fill."""
 
     share_ja: float | None = None
     share_en: float | None = None
+    classes: int | None = None
+    classes_total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,32 @@ class Split(Figure):
         """``gap``, ``composition``, ``within`` or ``out_of_support`` by name."""
         value = getattr(self, name)
         return value if isinstance(value, Estimate) else None
+
+
+@dataclass(frozen=True)
+class LengthStandardised(Estimate):
+    """The judged gap standardised by token byte length (the estimate itself), with
+    the ``method``, the split's ``composition``, ``out_of_support`` and ``support``, and
+    the gap under each language's own length shares (``by_standard``: ``japanese``,
+    ``english``). A gap that cannot be estimated has the reason and the method only."""
+
+    method: str | None = None
+    composition: Estimate | None = None
+    out_of_support: Estimate | None = None
+    support: Support | None = None
+    by_standard: dict[str, Estimate] = field(default_factory=dict)
+
+    def to_json(self, name: str = "value") -> dict[str, Any]:
+        """The estimate's keys, ``method``, then the parts present (None and empty left
+        out, as :func:`tokenlens.analysis.standardise.length_standardised` writes)."""
+        out = {**super().to_json(name), "method": self.method}
+        for key in ("composition", "out_of_support", "support"):
+            part = getattr(self, key)
+            if part is not None:
+                out[key] = part.to_json()
+        if self.by_standard:
+            out["by_standard"] = {k: v.to_json() for k, v in self.by_standard.items()}
+        return out
 
 
 @dataclass(frozen=True)
@@ -385,4 +414,5 @@ class Classes(Figure):
     adjustment: str | None = None
     level: float | None = None
     family_of_comparisons: str | None = None
+    declared: str | None = None  # when the families of comparisons were declared
     families: dict[str, ClassFamily] = field(default_factory=dict)

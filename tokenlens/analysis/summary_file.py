@@ -1,23 +1,17 @@
-"""``summary.json`` as typed objects: read once, then attributes instead of dict chains.
+"""summary.json's schema: its sections as frozen records, and the one reader of the file.
 
-``tokenlens analyze`` writes summary.json (docs/analysis.md, "summary.json"); the
-tables, FINDINGS.md, the HTML report and the index page read it. They read it through
-:func:`load_summary` / :func:`parse_summary`, which turn the JSON into the frozen
-dataclasses below (its sections) and of :mod:`tokenlens.analysis.summary_figures` (the
-figures they hold), so that a missing section is ``None`` (or an empty dict or list)
-with a name, in one place, rather than ``.get(...) or {}`` at every use.
+:func:`load_summary` / :func:`parse_summary` take the file (or its parsed JSON) and
+return a :class:`Summary`: every section a record (these, those of
+:mod:`~tokenlens.analysis.summary_sections`, the figures of
+:mod:`~tokenlens.analysis.summary_figures`), a section the file lacks empty or None.
+The analysis builds the same records and writes them with their ``to_json``
+(:func:`~tokenlens.analysis.summary_fields.json_value`), so a key is declared once.
 
-Older files stay readable: every key that a newer version added is optional, a
-missing or ill-typed value becomes ``None``, and nothing is recomputed. Each field is
-read from the key of its name by the reader its annotation names
-(:mod:`tokenlens.analysis.summary_fields`); only the fields that live elsewhere in the
-file are read by hand. The whole dict stays available as :attr:`Summary.raw` for the
-parts no typed view needs yet (the charts walk the breakdowns generically).
-
-Only the standard library: :mod:`tokenlens.format` reads these objects by attribute
-only (a dict does not print: it is read into these types first).
+Guarantees: older files read (a key a newer version added is optional; a missing or
+ill-typed value reads as None; nothing is recomputed); a field is read from the key of
+its name by its annotation's reader, and only fields kept elsewhere in the file are read
+by hand. Only the standard library, so that :mod:`tokenlens.format` can print these.
 """
-
 from __future__ import annotations
 
 import json
@@ -43,6 +37,7 @@ from tokenlens.analysis.summary_figures import (
     Contrast,
     Control,
     Estimate,
+    LengthStandardised,
     PositionRate,
     Power,
     Rate,
@@ -54,6 +49,7 @@ from tokenlens.analysis.summary_figures import (
 from tokenlens.analysis.summary_sections import (
     ByteLength,
     DomainFamily,
+    MarginInSpeed,
     RejectionFamily,
     RejectionRun,
 )
@@ -107,7 +103,7 @@ class Family(Section):
     name: str
     gap_judged: Estimate | None = None
     gap_all: Estimate | None = None
-    gap_length_standardised: Estimate | None = None  # the judged gap, byte length standardised
+    gap_length_standardised: LengthStandardised | None = None
     confidence: Split | None = None
     runs: tuple[str, ...] = ()
     configurations: tuple[tuple[str, int], ...] = ()
@@ -170,7 +166,6 @@ class Sensitivity(Figure):
     rules' 95% reading (docs/analysis.md). ``flip_below``/``flip_above``: (δ, verdict)
     where it changes nearest to the rule's δ."""
 
-    raw: Mapping[str, Any] = field(default_factory=dict)
     delta: float | None = None
     flip_below: tuple[float, str] | None = None
     flip_above: tuple[float, str] | None = None
@@ -202,7 +197,6 @@ class Sensitivity(Figure):
         return read(
             cls,
             data,
-            raw=data,
             delta=as_float(flip.get("delta")),
             flip_below=point("below"),
             flip_above=point("above"),
@@ -320,7 +314,6 @@ class Scope(Figure):
 class Summary:
     """The whole of summary.json. Sections a file lacks are empty (or None)."""
 
-    raw: Mapping[str, Any]
     signature: str | None = None
     tokenlens_version: str | None = None
     settings: Settings = field(default_factory=Settings)
@@ -343,6 +336,7 @@ class Summary:
     byte_length: dict[str, ByteLength] = field(default_factory=dict)  # per family
     domains: dict[str, DomainFamily] = field(default_factory=dict)
     domain_source: str | None = None
+    margin_in_speed: MarginInSpeed | None = None  # δ in speed terms per family and k
 
     def breakdown(self, key: str) -> dict[str, dict[str, Rate]]:
         """``by_<key>`` (``script``, ``position``, ...) or ``by_*`` by its full name;
@@ -373,7 +367,6 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
     return read(
         Summary,
         data,
-        raw=data,
         breakdowns=breakdowns,
         families={
             str(k): read(Family, v, name=str(k)) for k, v in as_map(data.get("families")).items()
@@ -391,12 +384,17 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
 
 def load_summary(path: Path) -> Summary:
     """Read and parse ``path`` (a summary.json, or the analysis directory holding one)."""
+    return parse_summary(read_summary_json(path))
+
+
+def read_summary_json(path: Path) -> Any:
+    """The parsed JSON of ``path`` (a summary.json, or the analysis directory holding
+    one), not yet checked; a missing or broken file raises :class:`TokenlensError`."""
     if path.is_dir():
         path = path / SUMMARY
     try:
-        data = json.loads(path.read_text("utf-8"))
+        return json.loads(path.read_text("utf-8"))
     except FileNotFoundError as exc:
         raise TokenlensError(f"{path}: not found (run tokenlens analyze first)") from exc
     except (OSError, ValueError) as exc:
         raise TokenlensError(f"{path}: not valid JSON ({exc})") from exc
-    return parse_summary(data)

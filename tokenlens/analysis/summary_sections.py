@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenlens.analysis.summary_fields import Section, as_map, read
+from tokenlens.analysis.summary_fields import Figure, Section, as_map, read
 from tokenlens.analysis.summary_figures import (
     DomainGap,
     Estimate,
@@ -130,3 +130,27 @@ class DomainFamily(Section):
             return tuple(str(as_map(x).get("domain")) for x in items if as_map(x).get("domain"))
 
         return read(cls, d, departures=names("departures"), concerns=names("concerns"))
+
+
+@dataclass(frozen=True)
+class SpeedMargin(Section):
+    """What an acceptance δ below ``acceptance`` costs at ``k`` by the i.i.d. formula:
+    tokens per step at both rates, their ``difference``, and the relative change of
+    speed (:func:`tokenlens.analysis.speed.margin_in_speed` builds it)."""
+
+    k: int | None = None
+    acceptance: float | None = None
+    delta: float | None = None
+    tokens_per_step: float | None = None
+    tokens_per_step_at_minus_delta: float | None = None
+    difference: float | None = None
+    relative_speed: float | None = None
+
+
+@dataclass(frozen=True)
+class MarginInSpeed(Figure):
+    """summary.json ``margin_in_speed``: δ in speed terms per drafter family and k
+    (``{family: {k: SpeedMargin}}``), and the ``basis`` it was computed on."""
+
+    basis: str | None = None
+    families: dict[str, dict[str, SpeedMargin]] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from typing import Any
 from tokenlens import format as fmt
 from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
-from tokenlens.analysis.summary_figures import DomainGap, Estimate, Heterogeneity, Split, Support
+from tokenlens.analysis.summary_figures import DomainGap, Heterogeneity, Split, Support
 from tokenlens.analysis.summary_file import Family, Summary
 from tokenlens.analysis.token_classes import class_label, decomposed
 from tokenlens.analysis.wording import runs_phrase
@@ -90,14 +90,13 @@ def gap(s: Summary) -> dict[str, Any] | None:
     for name, family in s.families.items():
         if family.gap_length_standardised is None:
             continue
-        raw = ((s.raw.get("families") or {}).get(name) or {}).get("gap_length_standardised")
-        by = (raw or {}).get("by_standard") or {}
+        by = family.gap_length_standardised.by_standard
         standardised.append(
             {
                 "family": family_words(name),
                 "gap": fmt.interval(family.gap_length_standardised, "pp"),
-                "japanese": fmt.interval(Estimate.parse(by.get("japanese")), "pp") if by else "",
-                "english": fmt.interval(Estimate.parse(by.get("english")), "pp") if by else "",
+                "japanese": fmt.interval(by.get("japanese"), "pp") if by else "",
+                "english": fmt.interval(by.get("english"), "pp") if by else "",
             }
         )
     return {
