@@ -22,7 +22,8 @@ def test_one_language_classes_are_marked_and_holm_is_within_the_table() -> None:
     frame = simulate_study(SCENARIOS["h1"], 30, seed=4).frame()
     rs = Resampler.from_frame(frame, 100, 0)
     judged = frame["judged"].to_numpy(dtype=bool) & frame["script"].notna().to_numpy()
-    out = class_gaps(frame, rs, families(frame), judged, Support(), 30, columns=("script",))
+    typed = class_gaps(frame, rs, families(frame), judged, Support(), 30, columns=("script",))
+    out = typed.to_json()  # as summary.json holds it: keys present or left out
     # when the families were declared, truthfully: after the first full report
     assert "after the first full study's exploratory search" in out["family_of_comparisons"]
     assert "not declared before the data" in out["declared"]

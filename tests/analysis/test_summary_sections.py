@@ -1,7 +1,8 @@
 """summary.json's sections written by the types that read them.
 
 Contract checked: the sections the analysis builds as records (``settings``,
-``by_position`` at the top and per run, ``by_position_conditional``, ``margin_in_speed``)
+``by_position`` at the top and per run, ``by_position_conditional``, ``classes``,
+``margin_in_speed``)
 are written back by their type byte for byte as the committed summaries hold them (keys,
 order, nulls); a record read back equals the one built; every declared field of every
 record has a reader; an older file without the newer keys reads them as None.
@@ -21,7 +22,7 @@ from tests.support import REPO
 from tokenlens.analysis import summary_fields
 from tokenlens.analysis.bootstrap import estimate
 from tokenlens.analysis.summary_fields import json_value
-from tokenlens.analysis.summary_figures import LengthStandardised, PositionRate, Rate
+from tokenlens.analysis.summary_figures import Classes, LengthStandardised, PositionRate, Rate
 from tokenlens.analysis.summary_file import Settings, SupportRules, load_summary
 from tokenlens.analysis.summary_sections import MarginInSpeed
 
@@ -49,6 +50,9 @@ def test_committed_sections_write_back_as_they_are(path: Path) -> None:
             assert _text(json_value(_positions(run[key], cls))) == _text(run[key]), key
     margin = MarginInSpeed.parse(raw["margin_in_speed"])
     assert margin is not None and _text(margin.to_json()) == _text(raw["margin_in_speed"])
+    if "classes" in raw:  # analyses without --details have none
+        classes = Classes.parse(raw["classes"])
+        assert classes is not None and _text(classes.to_json()) == _text(raw["classes"])
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO)))

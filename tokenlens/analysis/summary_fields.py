@@ -96,6 +96,9 @@ _SCALARS: dict[str, Reader] = {
     "dict[str, int]": as_counts,
     "dict[str, int | None]": lambda d: {str(k): as_int(v) for k, v in as_map(d).items()},
     "dict[str, float | None]": lambda d: {str(k): as_float(v) for k, v in as_map(d).items()},
+    "dict[str, float | None] | None": lambda d: (
+        {str(k): as_float(v) for k, v in d.items()} if isinstance(d, Mapping) else None
+    ),
     "dict[str, str]": lambda d: {str(k): v for k, v in as_map(d).items() if isinstance(v, str)},
 }
 
@@ -115,12 +118,14 @@ class Parsed:
 
     def to_json(self) -> dict[str, Any]:
         """This record as summary.json holds it: every field at its key, in field order,
-        None as null; the inverse of :func:`read` for a record whose fields all live at
-        their own key (one with fields read by hand writes itself)."""
+        None as null (a field declared with :data:`OMITTED` left out instead); the
+        inverse of :func:`read` for a record whose fields all live at their own key (one
+        with fields read by hand writes itself)."""
         return {
-            f.metadata.get("key", f.name): json_value(getattr(self, f.name))
+            f.metadata.get("key", f.name): json_value(value)
             for f in dataclasses.fields(self)  # type: ignore[arg-type]
             if f.init
+            and not ((value := getattr(self, f.name)) is None and f.metadata.get("omitted"))
         }
 
 
@@ -190,3 +195,9 @@ def read(cls: type[T], data: Any, **given: Any) -> T:
 def renamed(key: str) -> Any:
     """A field (default None) read from ``key`` rather than its own name (``class``)."""
     return dataclasses.field(default=None, metadata={"key": key})
+
+
+OMITTED: Mapping[str, Any] = {"omitted": True}
+"""Metadata of a field whose key the file has only when it has a value (declared
+``field(default=None, metadata=OMITTED)``): None is written by leaving the key out, not
+as null."""

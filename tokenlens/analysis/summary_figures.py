@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from tokenlens.analysis.summary_fields import Figure, Section, as_str, read, renamed
+from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, as_str, read, renamed
 
 
 @dataclass(frozen=True)
@@ -385,9 +385,11 @@ class ClassEntry(Section):
     prompts_en: int | None = None
     rate_ja: Rate | None = None
     rate_en: Rate | None = None
-    difference: Difference | None = None
-    not_contrasted: str | None = None  # status per_language: why (its tokens differ in kind)
-    shared_tokens: dict[str, float | None] = field(default_factory=dict)
+    # compared and per_language classes: each language's share of tokens the other has
+    shared_tokens: dict[str, float | None] | None = field(default=None, metadata=OMITTED)
+    # per_language classes: why (their tokens differ in kind)
+    not_contrasted: str | None = field(default=None, metadata=OMITTED)
+    difference: Difference | None = field(default=None, metadata=OMITTED)  # compared only
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ ill-typed value reads as None; nothing is recomputed); a field is read from the 
 its name by its annotation's reader, and only fields kept elsewhere in the file are read
 by hand. Only the standard library, so that :mod:`tokenlens.format` can print these.
 """
+
 from __future__ import annotations
 
 import json
