@@ -1,34 +1,18 @@
-"""Class breakdowns as Japanese − English differences, per drafter family.
+"""The declared class breakdowns as Japanese − English differences, per drafter family.
 
-Per-language rates by class (``by_script`` and the like) answer "how often is a kanji
-accepted?", not the study's question. The question is whether the *same* class fares
-worse in Japanese than in English, for one drafter family. So for each pre-declared
-breakdown (:data:`DECLARED`: script, particle type, part of speech, morpheme boundary,
-draft position) and each drafter family this module gives, per class:
+:func:`class_gaps` returns summary.json's ``classes`` (:class:`Classes`): for each
+drafter family (its judged rows, every k pooled) and each declared breakdown
+(:data:`DECLARED`), every class with rows, its status and both languages' rates, and
+for compared classes the JA − EN difference with its 95% prompt-pair interval, a
+bootstrap-t p, the Holm p and the Bonferroni interval within the family of comparisons
+(one drafter family × one breakdown). Status: ``compared``; ``only_ja`` / ``only_en``
+(one language fills it: a class only Japanese has cannot be "harder in Japanese");
+``per_language`` (both fill it with tokens of different kinds, :mod:`.comparable`:
+shown per language with the reason, not contrasted); ``sparse``.
 
-- both languages' judged rates with their prompt-pair intervals;
-- the difference JA − EN with its 95% interval (the same prompt-pair bootstrap as every
-  figure), a two-sided p-value from the bootstrap standard error (t with G − H degrees
-  of freedom), the Holm-adjusted p-value and the Bonferroni (simultaneous) interval,
-  both *within the family of comparisons* (one drafter family × one breakdown: the
-  classes of that table). The families entered the code on 2 December 2026, after
-  the first full study's report (1 December) had shown its exploratory search, whose
-  two largest trained-drafter hits were ``spans`` and ``mixed``: they were not
-  declared before those data were seen;
-- classes that only one language fills (the other has fewer than ``min_count`` judged
-  rows or rows from fewer than ``support.min_prompts`` prompts: kanji, hiragana, most
-  Japanese parts of speech) are marked ``only_ja`` / ``only_en`` and not compared: a
-  class only Japanese has cannot be "harder in Japanese". Classes neither language
-  fills are ``sparse``;
-- classes both languages fill with different kinds of token (:mod:`.comparable`:
-  ``mixed``, ``latin``, ``spans``, ``crosses``) are ``per_language``: shown per language with the
-  reason, not contrasted and not counted in the family of comparisons. Every
-  contrasted class carries ``shared_tokens``, the share of each language's rows whose
-  token string the other language also has in the class.
-
-A drafter family pools its runs (every k given): these are judged rows, classified by
-the token that came out, as the verdicts read them. The position breakdown is the
-conditional rate (judged rows at p) of the family's runs with k > p.
+Why per class, not per language: the question is whether the *same* class fares worse
+in Japanese. The families were declared on 2 December 2026, after the first full
+study's exploratory search had been seen (``declared`` says so in the file).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Every figure of summary.json from one frame of joined events: acceptance, breakdowns,
-gaps and their decomposition, the verdicts, per run and per family.
+"""Every figure of summary.json from one frame of joined events.
 
-:func:`summarize` computes them with one seeded prompt-clustered bootstrap. It is
-what ``tokenlens analyze`` calls (:mod:`tokenlens.analysis.pipeline`, which reads the
-runs and writes the files) and what the test bed calls on simulated frames, so the
-numbers the test bed checks are the ones users get.
+:func:`summarize` takes the frame, the runs' :class:`RunInfo` and the options, and
+returns summary.json's content (the signature and ``inputs`` are the pipeline's): one
+seeded prompt-clustered bootstrap for every interval. Sections built as records
+(:mod:`~tokenlens.analysis.summary_file`) are written by their own ``to_json`` through
+:func:`~tokenlens.analysis.summary_fields.json_value`, the schema the readers read. The
+test bed calls it on simulated frames, so the numbers it checks are the ones users get.
 """
 
 from __future__ import annotations

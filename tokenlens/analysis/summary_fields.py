@@ -1,15 +1,12 @@
-"""How summary.json's typed view reads a value: one reader per declared field type.
+"""summary.json's schema machinery: a record is read and written by its declared fields.
 
-Every dataclass of :mod:`tokenlens.analysis.summary_file` and
-:mod:`tokenlens.analysis.summary_figures` is read the same way: each field from the
-key of its name (or ``metadata={"key": ...}``), with the reader its annotation names.
-A wrong type reads as missing (``None``, or an empty dict or tuple), and a value is
-kept as it was read (an ``int`` stays an ``int``), so that a view prints what the file
-holds. Declaring the field is therefore all a new key needs; only the fields whose
-value is not at their own key (or needs a rule of its own) are read by hand, and are
-passed to :func:`read` by name.
-
-Only the standard library.
+:func:`read` builds a record from a JSON object, each field from the key of its name
+(``renamed`` for another key) by the reader its annotation names; a wrong type reads as
+missing (None, an empty dict or tuple) and a value is kept as read. :meth:`Parsed.to_json`
+writes a record back, field by field in declared order (a field with :data:`OMITTED`
+metadata is left out when None); :func:`json_value` writes any value holding records.
+So declaring a field is all a new key needs; only fields kept elsewhere in the file
+are read by hand and passed to :func:`read` by name. Only the standard library.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The figures of summary.json as typed objects: a value with its interval, a rate, a
-share, a split of the gap, the check and power of a verdict, a domain's gap, and the
-tables of JA − EN differences per class that the declared breakdowns are made of.
+"""summary.json's figures as records: a value with its interval (:class:`Estimate`),
+a rate (:class:`Rate`, :class:`PositionRate`), a share, a split of the gap, a verdict's
+check and power, a domain's gap, and the declared class breakdowns (:class:`Classes`).
 
-They are the leaves that :mod:`tokenlens.analysis.summary_file`'s sections hold, and
-what :mod:`tokenlens.format` prints (it reads them by attribute as it reads dicts by
-key). Each field is read from its key by its annotation
-(:mod:`tokenlens.analysis.summary_fields`); a figure a file lacks is ``None``.
+The analysis builds these and writes them with their ``to_json``; the readers parse
+the same types (a figure a file lacks is None), and :mod:`tokenlens.format` prints them.
 """
 
 from __future__ import annotations

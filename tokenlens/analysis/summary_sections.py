@@ -1,11 +1,9 @@
-"""summary.json's per-family sections as typed objects: rejections (per family and per
-run), acceptance by byte length, and the gap per prompt domain.
+"""summary.json's per-family sections as records: rejections (per family and per run),
+acceptance by byte length, the gap per prompt domain, and δ in speed terms.
 
-Part of the one reader of summary.json (:mod:`tokenlens.analysis.summary_file` holds
-the whole and the sections every view reads); read like every section: each field from
-the key of its name by the reader its annotation names
-(:mod:`tokenlens.analysis.summary_fields`), the few that live elsewhere by hand. Older
-forms stay readable (``split`` shares of the first versions).
+Read like every record (:mod:`~tokenlens.analysis.summary_fields`), the few fields kept
+elsewhere in the file by hand; older forms stay readable (the first versions' ``split``
+shares).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Vega-Lite chart specs (built with Altair) from an analysis ``summary.json``.
+"""Vega-Lite chart specs (built with Altair) from summary.json's parsed JSON.
 
-Each function takes the parsed summary and returns a plain Vega-Lite dict with its
-data inline, so the page needs no data files and the tests can check data values and
-encodings without rendering. Rates are shown with their request-clustered 95%
-intervals (a rule from ci_low to ci_high) and their row counts (a bar strip under the
-rates), because a rate without its n invites over-reading sparse classes; sparse
-groups (fewer rows than min_count) are drawn hollow.
+Each function takes the file's JSON (not the typed view: the gap splits' classes and the
+speed model's per-k points have no record yet) and returns a plain Vega-Lite dict with
+its data inline, so the page needs no data files and tests can check data and
+encodings without rendering. Rates are drawn with their prompt-clustered 95% intervals
+and their row counts (a rate without its n invites over-reading sparse classes); sparse
+groups (fewer rows than min_count) are hollow.
 """
 
 from __future__ import annotations
