@@ -14,6 +14,7 @@ from tokenlens.analysis.decompose import Support
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.gap import gap
 from tokenlens.analysis.rules import NO, YES, Rules
+from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.analysis.verdicts import families
 from tokenlens.testing import SCENARIOS, simulate_study
 
@@ -86,8 +87,9 @@ def section(frame: pd.DataFrame) -> dict[str, object]:
     rs = Resampler.from_frame(frame, 200, 0)
     judged = np.ones(len(frame), dtype=bool)
     fams = families(frame)
-    pooled = {"trained": gap(frame, rs, judged)}
-    return domain_section(frame, rs, fams, judged, pooled, Rules(), 0, "test")
+    pooled = {"trained": Estimate.parse(gap(frame, rs, judged))}
+    # as summary.json holds it: keys without a value left out
+    return domain_section(frame, rs, fams, judged, pooled, Rules(), 0, "test").to_json()
 
 
 def test_a_domain_with_a_deficit_is_found_and_departs() -> None:

@@ -2,7 +2,7 @@
 
 Contract checked: the sections the analysis builds as records (``settings``,
 ``by_position`` at the top and per run, ``by_position_conditional``, ``classes``,
-``margin_in_speed``)
+``domains``, ``margin_in_speed``)
 are written back by their type byte for byte as the committed summaries hold them (keys,
 order, nulls); a record read back equals the one built; every declared field of every
 record has a reader; an older file without the newer keys reads them as None.
@@ -24,7 +24,7 @@ from tokenlens.analysis.bootstrap import estimate
 from tokenlens.analysis.summary_fields import json_value
 from tokenlens.analysis.summary_figures import Classes, LengthStandardised, PositionRate, Rate
 from tokenlens.analysis.summary_file import Settings, SupportRules, load_summary
-from tokenlens.analysis.summary_sections import MarginInSpeed
+from tokenlens.analysis.summary_sections import Domains, MarginInSpeed
 
 COMMITTED = sorted((REPO / "reports").glob("**/summary.json"))
 OLD = sorted((REPO / "tests" / "data" / "summaries").glob("*.json"))
@@ -50,6 +50,9 @@ def test_committed_sections_write_back_as_they_are(path: Path) -> None:
             assert _text(json_value(_positions(run[key], cls))) == _text(run[key]), key
     margin = MarginInSpeed.parse(raw["margin_in_speed"])
     assert margin is not None and _text(margin.to_json()) == _text(raw["margin_in_speed"])
+    if "domains" in raw:  # analyses without --prompts domains have none
+        domains = Domains.parse(raw["domains"])
+        assert domains is not None and _text(domains.to_json()) == _text(raw["domains"])
     if "classes" in raw:  # analyses without --details have none
         classes = Classes.parse(raw["classes"])
         assert classes is not None and _text(classes.to_json()) == _text(raw["classes"])
@@ -57,8 +60,8 @@ def test_committed_sections_write_back_as_they_are(path: Path) -> None:
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO)))
 def test_a_committed_standardised_gap_reads_whole(path: Path) -> None:
-    """What the typed view reads of ``gap_length_standardised`` is all the file holds
-    (but the pooled-over-k labels, which the families' figures all carry)."""
+    """What the typed view reads of ``gap_length_standardised`` is all the file holds,
+    its pooled-over-k labels included."""
     raw = json.loads(path.read_text("utf-8"))
     s = load_summary(path)
     assert s.margin_in_speed is not None
@@ -68,8 +71,7 @@ def test_a_committed_standardised_gap_reads_whole(path: Path) -> None:
             continue
         figure = s.families[name].gap_length_standardised
         assert figure is not None
-        unlabelled = {k: v for k, v in written.items() if k not in ("pooled_over_k", "family")}
-        assert _text(figure.to_json()) == _text(unlabelled)
+        assert _text(figure.to_json()) == _text(written)
         if figure.value is not None:
             assert set(figure.by_standard) == {"japanese", "english"}
     if raw.get("classes"):

@@ -42,6 +42,7 @@ from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
 from tokenlens.analysis.summary_fields import json_value
+from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
 from tokenlens.analysis.summary_sections import MarginInSpeed, SpeedMargin
 from tokenlens.analysis.token_classes import decomposed
@@ -144,7 +145,11 @@ def summarize(
                 for name, mask in fams.items()
             }
         if "domain" in frame:
-            pooled = {name: block.get("gap_judged") for name, block in parts.families.items()}
+            # the families' gaps are still dicts (issue 34): each read as its record here
+            pooled = {
+                name: Estimate.parse(block.get("gap_judged"))
+                for name, block in parts.families.items()
+            }
             # the file's name, not its path: summary.json travels (committed samples)
             source = f"tags.domain of {config.prompts.name}" if config.prompts else "tags.domain"
             out["domains"] = domain_section(

@@ -93,6 +93,11 @@ _SCALARS: dict[str, Reader] = {
     "dict[str, int]": as_counts,
     "dict[str, int | None]": lambda d: {str(k): as_int(v) for k, v in as_map(d).items()},
     "dict[str, float | None]": lambda d: {str(k): as_float(v) for k, v in as_map(d).items()},
+    "tuple[int, ...] | None": lambda d: as_ints(d) if isinstance(d, list) else None,
+    "tuple[str, ...] | None": lambda d: as_strs(d) if isinstance(d, list) else None,
+    "dict[str, str] | None": lambda d: (
+        {str(k): v for k, v in d.items() if isinstance(v, str)} if isinstance(d, Mapping) else None
+    ),
     "dict[str, float | None] | None": lambda d: (
         {str(k): as_float(v) for k, v in d.items()} if isinstance(d, Mapping) else None
     ),

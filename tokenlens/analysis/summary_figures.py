@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, as_str, read, renamed
+from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, renamed
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,8 @@ class Estimate(Figure):
     ``value`` is None with a ``not_estimable`` reason when the data cannot support it;
     ``no_interval`` says why a value has no interval; ``decision_low``/``decision_high``
     are the interval a verdict reads; ``p_adjusted`` is the Holm p of an exploratory
-    comparison."""
+    comparison; ``pooled_over_k`` and ``family`` label a figure that pools runs of
+    several k (written last, only when set)."""
 
     value: float | None = None
     ci_low: float | None = None
@@ -34,6 +35,8 @@ class Estimate(Figure):
     p_adjusted: float | None = None
     decision_low: float | None = None
     decision_high: float | None = None
+    pooled_over_k: tuple[int, ...] | None = None
+    family: str | None = None
 
     def to_json(self, name: str = "value") -> dict[str, Any]:
         """``{<name>, ci_low, ci_high, n}``, then ``decision_low``/``decision_high`` when
@@ -53,6 +56,15 @@ class Estimate(Figure):
             out["not_estimable"] = self.not_estimable
         elif self.no_interval is not None:
             out["no_interval"] = self.no_interval
+        return out | self._labels()
+
+    def _labels(self) -> dict[str, Any]:
+        """``pooled_over_k`` and ``family`` where set: the keys a figure ends with."""
+        out: dict[str, Any] = {}
+        if self.pooled_over_k is not None:
+            out["pooled_over_k"] = list(self.pooled_over_k)
+        if self.family is not None:
+            out["family"] = self.family
         return out
 
     @property
@@ -195,16 +207,19 @@ class LengthStandardised(Estimate):
     by_standard: dict[str, Estimate] = field(default_factory=dict)
 
     def to_json(self, name: str = "value") -> dict[str, Any]:
-        """The estimate's keys, ``method``, then the parts present (None and empty left
-        out, as :func:`tokenlens.analysis.standardise.length_standardised` writes)."""
-        out = {**super().to_json(name), "method": self.method}
+        """The estimate's keys, ``method``, the parts present (None and empty left out,
+        as :func:`tokenlens.analysis.standardise.length_standardised` writes), then the
+        pooled-over-k labels."""
+        labels = self._labels()
+        out = {k: v for k, v in super().to_json(name).items() if k not in labels}
+        out["method"] = self.method
         for key in ("composition", "out_of_support", "support"):
             part = getattr(self, key)
             if part is not None:
                 out[key] = part.to_json()
         if self.by_standard:
             out["by_standard"] = {k: v.to_json() for k, v in self.by_standard.items()}
-        return out
+        return out | labels
 
 
 @dataclass(frozen=True)
@@ -326,44 +341,59 @@ class Share(Figure):
 
 @dataclass(frozen=True)
 class DomainGap(Section):
-    """The judged gap of one domain: 95% interval, the decision and the
-    Bonferroni-adjusted decision interval, and the reading against −δ on the latter."""
+    """The judged gap of one domain: its 95% interval (a reason where it has none),
+    the rows and rates behind it, the decision and the Bonferroni-adjusted decision
+    interval, the reading against −δ on the latter, and for a cross-lingual domain each
+    language's ``direction`` (``en-ja``)."""
 
     value: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
     n: int | None = None
+    not_estimable: str | None = field(default=None, metadata=OMITTED)
+    no_interval: str | None = field(default=None, metadata=OMITTED)
     pairs: int | None = None
+    rows_ja: int | None = None
+    rows_en: int | None = None
     rate_ja: float | None = None
     rate_en: float | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
     adjusted_low: float | None = None
     adjusted_high: float | None = None
     reading: str | None = None
-    not_estimable: str | None = None
-    direction: dict[str, str] = field(default_factory=dict)  # cross-lingual: lang -> en-ja
+    direction: dict[str, str] | None = field(default=None, metadata=OMITTED)
 
-    @classmethod
-    def parse(cls, data: Any) -> DomainGap:
-        d = data if isinstance(data, Mapping) else {}
-        return read(cls, d, not_estimable=as_str(d.get("not_estimable") or d.get("no_interval")))
+
+@dataclass(frozen=True)
+class DomainNote(Section):
+    """A domain whose reading departs from (or does not settle) the pooled one."""
+
+    domain: str | None = None
+    reading: str | None = None
+    pooled_reading: str | None = None
 
 
 @dataclass(frozen=True)
 class Heterogeneity(Figure):
     """Whether the gap differs between domains: a permutation test of the domain labels
-    over prompt pairs (``spread`` against ``chance_spread``)."""
+    over prompt pairs (``spread`` against ``chance_spread``); ``not_estimable`` (why)
+    instead of the figures where it cannot run; ``left_out``: the domains the test
+    without cross-lingual ones leaves out. Keys without a value are not written."""
 
+    left_out: tuple[str, ...] | None = field(default=None, metadata=OMITTED)
     test: str | None = None
     statistic: str | None = None
     why: str | None = None
-    p: float | None = None
-    spread: float | None = None
-    chance_spread: float | None = None
-    permutations: int | None = None
-    domains: int | None = None
-    pairs: int | None = None
-    not_estimable: str | None = None
-    left_out: tuple[str, ...] = ()  # domains left out (the test without cross-lingual ones)
+    not_estimable: str | None = field(default=None, metadata=OMITTED)
+    value: float | None = field(default=None, metadata=OMITTED)
+    spread: float | None = field(default=None, metadata=OMITTED)
+    chance_spread: float | None = field(default=None, metadata=OMITTED)
+    p: float | None = field(default=None, metadata=OMITTED)
+    permutations: int | None = field(default=None, metadata=OMITTED)
+    domains: int | None = field(default=None, metadata=OMITTED)
+    pairs: int | None = field(default=None, metadata=OMITTED)
+    rows: int | None = field(default=None, metadata=OMITTED)
 
 
 # --- the declared class breakdowns: JA − EN differences per class ----------------------

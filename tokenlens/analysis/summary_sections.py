@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenlens.analysis.summary_fields import Figure, Section, as_map, read
+from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, as_map, read
 from tokenlens.analysis.summary_figures import (
     DomainGap,
+    DomainNote,
     Estimate,
     Heterogeneity,
     Rate,
@@ -108,26 +109,30 @@ class ByteLength(Section):
 
 @dataclass(frozen=True)
 class DomainFamily(Section):
+    """The judged gap per prompt domain of one drafter family: each domain's
+    :class:`DomainGap` (its reading on the interval adjusted to ``adjusted_level``), the
+    family's pooled gap and reading, the domains that depart from it or do not settle,
+    and the heterogeneity test (also without the cross-lingual domains, when any)."""
+
     adjusted_level: float | None = None
     domains: dict[str, DomainGap] = field(default_factory=dict)
     pooled: Estimate | None = None
     pooled_reading: str | None = None
-    departures: tuple[str, ...] = ()  # domain names
-    concerns: tuple[str, ...] = ()
+    departures: tuple[DomainNote, ...] = ()
+    concerns: tuple[DomainNote, ...] = ()
     heterogeneity: Heterogeneity | None = None
-    heterogeneity_without_cross_lingual: Heterogeneity | None = None
+    heterogeneity_without_cross_lingual: Heterogeneity | None = field(
+        default=None, metadata=OMITTED
+    )
 
-    @classmethod
-    def parse(cls, data: Any) -> DomainFamily:
-        d = as_map(data)
 
-        def names(key: str) -> tuple[str, ...]:
-            items = d.get(key)
-            if not isinstance(items, list):
-                return ()
-            return tuple(str(as_map(x).get("domain")) for x in items if as_map(x).get("domain"))
+@dataclass(frozen=True)
+class Domains(Figure):
+    """summary.json ``domains``: where the domain labels come from (``source``) and the
+    gap per domain of each drafter family."""
 
-        return read(cls, d, departures=names("departures"), concerns=names("concerns"))
+    source: str | None = None
+    families: dict[str, DomainFamily] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

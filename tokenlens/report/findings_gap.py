@@ -310,8 +310,8 @@ def short_domains(s: Summary) -> list[dict[str, Any]]:
     and the families whose domains differ (permutation p below 5%)."""
     lines: list[dict[str, Any]] = []
     for name, fam in s.domains.items():
-        for kind, names in (("departs", fam.departures), ("concern", fam.concerns)):
-            for domain in names:
+        for kind, notes in (("departs", fam.departures), ("concern", fam.concerns)):
+            for domain in (note.domain for note in notes if note.domain in fam.domains):
                 lines.append(
                     {
                         "kind": kind,
@@ -378,7 +378,7 @@ def _het(het: Heterogeneity | None) -> dict[str, Any] | None:
     return {
         "not_estimable": fmt.md(het.not_estimable) if het.not_estimable else "",
         "permutations": fmt.md(het.permutations),
-        "left_out": ", ".join(fmt.md(x) for x in het.left_out),
+        "left_out": ", ".join(fmt.md(x) for x in het.left_out or ()),
         **_spread(het),
     }
 
