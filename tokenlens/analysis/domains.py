@@ -47,8 +47,14 @@ from tokenlens.analysis.bootstrap import Resampler, as_float, estimate, interval
 from tokenlens.analysis.breakdown import group_codes
 from tokenlens.analysis.decompose import lang_code
 from tokenlens.analysis.rules import NO, UNSURE, YES, Rules, tri
-from tokenlens.analysis.summary_figures import DomainGap, DomainNote, Estimate, Heterogeneity
-from tokenlens.analysis.summary_sections import DomainFamily, Domains
+from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_sections import (
+    DomainFamily,
+    DomainGap,
+    DomainNote,
+    Domains,
+    Heterogeneity,
+)
 from tokenlens.arrays import F64, I64, Mask
 
 PERMUTATIONS = 9999

@@ -1,6 +1,6 @@
 """summary.json's figures as records: a value with its interval (:class:`Estimate`),
 a rate (:class:`Rate`, :class:`PositionRate`), a share, a split of the gap, a verdict's
-check and power, a domain's gap, and the declared class breakdowns (:class:`Classes`).
+check and power, and the declared class breakdowns (:class:`Classes`).
 
 The analysis builds these and writes them with their ``to_json``; the readers parse
 the same types (a figure a file lacks is None), and :mod:`tokenlens.format` prints them.
@@ -337,63 +337,6 @@ class Share(Figure):
             self.no_interval,
         )
         return {**figure.to_json("share"), "count": self.count}
-
-
-@dataclass(frozen=True)
-class DomainGap(Section):
-    """The judged gap of one domain: its 95% interval (a reason where it has none),
-    the rows and rates behind it, the decision and the Bonferroni-adjusted decision
-    interval, the reading against −δ on the latter, and for a cross-lingual domain each
-    language's ``direction`` (``en-ja``)."""
-
-    value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int | None = None
-    not_estimable: str | None = field(default=None, metadata=OMITTED)
-    no_interval: str | None = field(default=None, metadata=OMITTED)
-    pairs: int | None = None
-    rows_ja: int | None = None
-    rows_en: int | None = None
-    rate_ja: float | None = None
-    rate_en: float | None = None
-    decision_low: float | None = None
-    decision_high: float | None = None
-    adjusted_low: float | None = None
-    adjusted_high: float | None = None
-    reading: str | None = None
-    direction: dict[str, str] | None = field(default=None, metadata=OMITTED)
-
-
-@dataclass(frozen=True)
-class DomainNote(Section):
-    """A domain whose reading departs from (or does not settle) the pooled one."""
-
-    domain: str | None = None
-    reading: str | None = None
-    pooled_reading: str | None = None
-
-
-@dataclass(frozen=True)
-class Heterogeneity(Figure):
-    """Whether the gap differs between domains: a permutation test of the domain labels
-    over prompt pairs (``spread`` against ``chance_spread``); ``not_estimable`` (why)
-    instead of the figures where it cannot run; ``left_out``: the domains the test
-    without cross-lingual ones leaves out. Keys without a value are not written."""
-
-    left_out: tuple[str, ...] | None = field(default=None, metadata=OMITTED)
-    test: str | None = None
-    statistic: str | None = None
-    why: str | None = None
-    not_estimable: str | None = field(default=None, metadata=OMITTED)
-    value: float | None = field(default=None, metadata=OMITTED)
-    spread: float | None = field(default=None, metadata=OMITTED)
-    chance_spread: float | None = field(default=None, metadata=OMITTED)
-    p: float | None = field(default=None, metadata=OMITTED)
-    permutations: int | None = field(default=None, metadata=OMITTED)
-    domains: int | None = field(default=None, metadata=OMITTED)
-    pairs: int | None = field(default=None, metadata=OMITTED)
-    rows: int | None = field(default=None, metadata=OMITTED)
 
 
 # --- the declared class breakdowns: JA − EN differences per class ----------------------
