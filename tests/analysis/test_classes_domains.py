@@ -14,6 +14,7 @@ from tokenlens.analysis.decompose import Support
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.gap import gap
 from tokenlens.analysis.rules import NO, YES, Rules
+from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.analysis.verdicts import families
 from tokenlens.testing import SCENARIOS, simulate_study
 
@@ -22,7 +23,8 @@ def test_one_language_classes_are_marked_and_holm_is_within_the_table() -> None:
     frame = simulate_study(SCENARIOS["h1"], 30, seed=4).frame()
     rs = Resampler.from_frame(frame, 100, 0)
     judged = frame["judged"].to_numpy(dtype=bool) & frame["script"].notna().to_numpy()
-    out = class_gaps(frame, rs, families(frame), judged, Support(), 30, columns=("script",))
+    typed = class_gaps(frame, rs, families(frame), judged, Support(), 30, columns=("script",))
+    out = typed.to_json()  # as summary.json holds it: keys present or left out
     # when the families were declared, truthfully: after the first full report
     assert "after the first full study's exploratory search" in out["family_of_comparisons"]
     assert "not declared before the data" in out["declared"]
@@ -85,8 +87,9 @@ def section(frame: pd.DataFrame) -> dict[str, object]:
     rs = Resampler.from_frame(frame, 200, 0)
     judged = np.ones(len(frame), dtype=bool)
     fams = families(frame)
-    pooled = {"trained": gap(frame, rs, judged)}
-    return domain_section(frame, rs, fams, judged, pooled, Rules(), 0, "test")
+    pooled = {"trained": Estimate.parse(gap(frame, rs, judged))}
+    # as summary.json holds it: keys without a value left out
+    return domain_section(frame, rs, fams, judged, pooled, Rules(), 0, "test").to_json()
 
 
 def test_a_domain_with_a_deficit_is_found_and_departs() -> None:

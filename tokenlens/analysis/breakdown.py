@@ -28,7 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
-from tokenlens.analysis.summary_figures import Rate
+from tokenlens.analysis.summary_figures import PositionRate, Rate
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
 
@@ -74,6 +74,10 @@ def lang_codes(frame: pd.DataFrame) -> tuple[npt.NDArray[np.int64], list[str]]:
     return group_codes(frame, "lang")
 
 
+RateTable = dict[str, dict[str, Rate]]
+"""``{lang: {group: Rate}}``: one breakdown, as the analysis builds it."""
+
+
 def rates(
     frame: pd.DataFrame,
     rs: Resampler,
@@ -82,7 +86,24 @@ def rates(
     min_count: int,
     denominator: Mask | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{lang: {group: {rate, ci_low, ci_high, n, accepted, requests, sparse}}}``.
+    """:func:`rate_table` as summary.json holds it:
+    ``{lang: {group: {rate, ci_low, ci_high, n, accepted, requests, sparse}}}``."""
+    return {
+        lang: {group: rate.to_json() for group, rate in block.items()}
+        for lang, block in rate_table(frame, rs, column, rows, min_count, denominator).items()
+    }
+
+
+def rate_table(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    column: str | None,
+    rows: Mask,
+    min_count: int,
+    denominator: Mask | None = None,
+) -> RateTable:
+    """``{lang: {group: Rate}}`` over ``rows`` grouped by ``column`` (one group, ``all``,
+    without one); groups without a row are left out.
 
     ``requests`` counts the prompts (clusters) with rows in the group. With
     ``denominator`` (a row mask), every group of a language shares the same denominator:
@@ -109,17 +130,16 @@ def rates(
     requests = rs.clusters_with(combo, size, rows)
     g, h = rs.group_design(combo, size, rows)
     lo, hi = rs.rate_interval(point, boot, den.point, g, h)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: RateTable = {}
     for li, lang in enumerate(langs):
-        block: dict[str, dict[str, Any]] = {}
+        block: dict[str, Rate] = {}
         for gi, name in enumerate(groups):
             j = li * n_g + gi
             if requests[j] == 0 or den.point[j] == 0:  # no row of this group
                 continue
             n = int(den.point[j])
             figure = estimate(point[j], lo[j], hi[j], n)
-            rate = Rate.of(figure, int(num.point[j]), int(requests[j]), n < min_count)
-            block[name] = rate.to_json()
+            block[name] = Rate.of(figure, int(num.point[j]), int(requests[j]), n < min_count)
         out[lang] = block
     return out
 
@@ -136,9 +156,7 @@ def per_lang(
     return {lang: block["all"] for lang, block in blocks.items() if "all" in block}
 
 
-def by_position(
-    frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
-) -> dict[str, dict[str, dict[str, Any]]]:
+def by_position(frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int) -> RateTable:
     """Accepted at position p / number of drafts (verification steps): vLLM's per-position
     counter over its ``num_drafts``, whose sum over p is the mean number of accepted
     tokens per step (the speed model's a_p). ``rows`` must be one run configuration.
@@ -147,38 +165,42 @@ def by_position(
     the end of its match) counts in the denominator of every position.
     """
     drafts = rows & (frame["position"].to_numpy() == 0)
-    return rates(frame, rs, "position", rows, min_count, denominator=drafts)
+    return rate_table(frame, rs, "position", rows, min_count, denominator=drafts)
 
 
 def positions(
     frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
-) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, dict[str, Any]]]]:
-    """Acceptance by draft position of one run configuration (method, k): unconditional
-    and conditional, both over the steps that actually proposed a draft at p.
+) -> tuple[dict[str, dict[str, PositionRate]], RateTable]:
+    """Acceptance by draft position of one run configuration (method, k), over the steps
+    that proposed a draft at p: ``(unconditional, conditional)``, each ``{lang:
+    {position: rate}}``. ``rows`` must select runs of one configuration (positions of
+    runs with different k are different quantities).
 
-    - unconditional: accepted at p / steps with a draft at p (position p accepted implies
-      0..p-1 accepted); each entry also has ``per_draft`` (accepted at p / all steps of
-      the run, vLLM's per-position counter over ``num_drafts``) and ``drafts`` (those
-      steps): the two differ only where steps proposed fewer than k drafts;
-    - conditional: accepted at p / steps that reached p (0..p-1 accepted, a draft at p):
-      the judged rows at p, classified or not.
-
-    ``rows`` must select runs of one configuration: positions of runs with different k
-    are different quantities.
+    - unconditional: accepted at p / steps with a draft at p (p accepted implies 0..p-1
+      accepted), with ``per_draft`` (accepted at p / all the run's steps, vLLM's
+      per-position counter over ``num_drafts``) and ``drafts`` (those steps);
+    - conditional: accepted at p / steps that reached p (the judged rows at p).
     """
-    unconditional = rates(frame, rs, "position", rows, min_count)
+    unconditional = rate_table(frame, rs, "position", rows, min_count)
     per_draft = by_position(frame, rs, rows, min_count)
     lcode, langs = lang_codes(frame)
     first = rows & (frame["position"].to_numpy() == 0)
     steps = np.bincount(lcode[first & (lcode >= 0)], minlength=len(langs))
-    for li, lang in enumerate(langs):
-        for p, entry in unconditional.get(lang, {}).items():
-            other = per_draft.get(lang, {}).get(p) or {}
-            entry["per_draft"] = other.get("rate")
-            entry["drafts"] = int(steps[li])
+    typed = {
+        lang: {
+            p: PositionRate.from_rate(
+                rate,
+                per_draft=(per_draft.get(lang, {}).get(p) or Rate()).rate,
+                drafts=int(steps[li]),
+            )
+            for p, rate in unconditional.get(lang, {}).items()
+        }
+        for li, lang in enumerate(langs)
+        if lang in unconditional
+    }
     reached = rows & frame["judged"].to_numpy(dtype=bool)
-    conditional = rates(frame, rs, "position", reached, min_count)
-    return unconditional, conditional
+    conditional = rate_table(frame, rs, "position", reached, min_count)
+    return typed, conditional
 
 
 def text_per_step(

@@ -1,49 +1,39 @@
-"""Class breakdowns as Japanese − English differences, per drafter family.
+"""The declared class breakdowns as Japanese − English differences, per drafter family.
 
-Per-language rates by class (``by_script`` and the like) answer "how often is a kanji
-accepted?", not the study's question. The question is whether the *same* class fares
-worse in Japanese than in English, for one drafter family. So for each pre-declared
-breakdown (:data:`DECLARED`: script, particle type, part of speech, morpheme boundary,
-draft position) and each drafter family this module gives, per class:
+:func:`class_gaps` returns summary.json's ``classes`` (:class:`Classes`): for each
+drafter family (its judged rows, every k pooled) and each declared breakdown
+(:data:`DECLARED`), every class with rows, its status and both languages' rates, and
+for compared classes the JA − EN difference with its 95% prompt-pair interval, a
+bootstrap-t p, the Holm p and the Bonferroni interval within the family of comparisons
+(one drafter family × one breakdown). Status: ``compared``; ``only_ja`` / ``only_en``
+(one language fills it: a class only Japanese has cannot be "harder in Japanese");
+``per_language`` (both fill it with tokens of different kinds, :mod:`.comparable`:
+shown per language with the reason, not contrasted); ``sparse``.
 
-- both languages' judged rates with their prompt-pair intervals;
-- the difference JA − EN with its 95% interval (the same prompt-pair bootstrap as every
-  figure), a two-sided p-value from the bootstrap standard error (t with G − H degrees
-  of freedom), the Holm-adjusted p-value and the Bonferroni (simultaneous) interval,
-  both *within the family of comparisons* (one drafter family × one breakdown: the
-  classes of that table). The families entered the code on 2 December 2026, after
-  the first full study's report (1 December) had shown its exploratory search, whose
-  two largest trained-drafter hits were ``spans`` and ``mixed``: they were not
-  declared before those data were seen;
-- classes that only one language fills (the other has fewer than ``min_count`` judged
-  rows or rows from fewer than ``support.min_prompts`` prompts: kanji, hiragana, most
-  Japanese parts of speech) are marked ``only_ja`` / ``only_en`` and not compared: a
-  class only Japanese has cannot be "harder in Japanese". Classes neither language
-  fills are ``sparse``;
-- classes both languages fill with different kinds of token (:mod:`.comparable`:
-  ``mixed``, ``latin``, ``spans``, ``crosses``) are ``per_language``: shown per language with the
-  reason, not contrasted and not counted in the family of comparisons. Every
-  contrasted class carries ``shared_tokens``, the share of each language's rows whose
-  token string the other language also has in the class.
-
-A drafter family pools its runs (every k given): these are judged rows, classified by
-the token that came out, as the verdicts read them. The position breakdown is the
-conditional rate (judged rows at p) of the family's runs with k > p.
+Why per class, not per language: the question is whether the *same* class fares worse
+in Japanese. The families were declared on 2 December 2026, after the first full
+study's exploratory search had been seen (``declared`` says so in the file).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from tokenlens.analysis.bootstrap import LEVEL, Resampler, as_float, interval, standard_error
-from tokenlens.analysis.breakdown import group_codes, rates
+from tokenlens.analysis.breakdown import group_codes, rate_table
 from tokenlens.analysis.comparable import not_comparable, shared_token_share
 from tokenlens.analysis.decompose import Support, lang_code
+from tokenlens.analysis.summary_figures import (
+    ClassEntry,
+    Classes,
+    ClassFamily,
+    ClassTable,
+    Difference,
+)
 from tokenlens.analysis.token_classes import declared
 from tokenlens.arrays import F64, I64, Mask
 
@@ -167,10 +157,12 @@ def class_table(
     column: str,
     support: Support,
     min_count: int,
-) -> dict[str, Any]:
-    """One family of comparisons: every class of ``column`` over ``rows``."""
+) -> ClassTable:
+    """One family of comparisons: every class of ``column`` with rows among ``rows``,
+    its status, rates per language, and for compared classes the JA − EN difference
+    with its Holm p and simultaneous interval."""
     d = differences(frame, rs, rows, column)
-    per_lang = rates(frame, rs, column, rows, min_count)
+    per_lang = rate_table(frame, rs, column, rows, min_count)
     marks = [status(d, c, support, min_count, column) for c in range(len(d.labels))]
     compared = [c for c, mark in enumerate(marks) if mark == COMPARED]
     m = len(compared)
@@ -181,22 +173,7 @@ def class_table(
     for c, label in enumerate(d.labels):
         if d.rows_ja[c] + d.rows_en[c] == 0:
             continue
-        entry: dict[str, Any] = {
-            "class": label,
-            "status": marks[c],
-            "rows_ja": int(d.rows_ja[c]),
-            "rows_en": int(d.rows_en[c]),
-            "prompts_ja": int(d.prompts_ja[c]),
-            "prompts_en": int(d.prompts_en[c]),
-            "rate_ja": per_lang.get("ja", {}).get(label),
-            "rate_en": per_lang.get("en", {}).get(label),
-        }
-        if marks[c] in (COMPARED, PER_LANGUAGE):
-            entry["shared_tokens"] = shared_token_share(frame, rows, column, label)
-        if marks[c] == PER_LANGUAGE:
-            entry["not_contrasted"] = (
-                f"its tokens differ in kind across languages: {not_comparable(column, label)}"
-            )
+        difference = None
         if marks[c] == COMPARED:
             j = compared.index(c)
             point = np.array([d.point[c]])
@@ -204,23 +181,40 @@ def class_table(
             lo, hi = interval(point, boot, int(d.g[c]), int(d.h[c]), rs.method, LEVEL)
             assert adjusted_level is not None
             a_lo, a_hi = interval(point, boot, int(d.g[c]), int(d.h[c]), rs.method, adjusted_level)
-            entry["difference"] = {
-                "value": as_float(d.point[c]),
-                "ci_low": as_float(lo[0]),
-                "ci_high": as_float(hi[0]),
-                "n": int(d.rows_ja[c] + d.rows_en[c]),
-                "p": as_float(p_raw[j]),
-                "p_holm": as_float(p_adj[j]),
-                "adjusted_low": as_float(a_lo[0]),
-                "adjusted_high": as_float(a_hi[0]),
-            }
-        classes.append(entry)
-    return {
-        "column": column,
-        "comparisons": m,
-        "adjusted_level": adjusted_level,
-        "classes": classes,
-    }
+            difference = Difference(
+                value=as_float(d.point[c]),
+                ci_low=as_float(lo[0]),
+                ci_high=as_float(hi[0]),
+                n=int(d.rows_ja[c] + d.rows_en[c]),
+                p=as_float(p_raw[j]),
+                p_holm=as_float(p_adj[j]),
+                adjusted_low=as_float(a_lo[0]),
+                adjusted_high=as_float(a_hi[0]),
+            )
+        classes.append(
+            ClassEntry(
+                cls=label,
+                status=marks[c],
+                rows_ja=int(d.rows_ja[c]),
+                rows_en=int(d.rows_en[c]),
+                prompts_ja=int(d.prompts_ja[c]),
+                prompts_en=int(d.prompts_en[c]),
+                rate_ja=per_lang.get("ja", {}).get(label),
+                rate_en=per_lang.get("en", {}).get(label),
+                shared_tokens=shared_token_share(frame, rows, column, label)
+                if marks[c] in (COMPARED, PER_LANGUAGE)
+                else None,
+                not_contrasted=(
+                    f"its tokens differ in kind across languages: {not_comparable(column, label)}"
+                )
+                if marks[c] == PER_LANGUAGE
+                else None,
+                difference=difference,
+            )
+        )
+    return ClassTable(
+        column=column, comparisons=m, adjusted_level=adjusted_level, classes=tuple(classes)
+    )
 
 
 def class_gaps(
@@ -231,25 +225,26 @@ def class_gaps(
     support: Support,
     min_count: int,
     columns: tuple[str, ...] = DECLARED,
-) -> dict[str, Any]:
-    """``{adjustment, level, family_of_comparisons, families: {family: {runs, ks, by:
-    {column: class_table}}}}``: the declared breakdowns, per drafter family."""
-    out: dict[str, Any] = {
-        "adjustment": ADJUSTMENT,
-        "level": LEVEL,
-        "family_of_comparisons": FAMILY_OF_COMPARISONS,
-        "declared": DECLARED_WHEN,
-        "families": {},
-    }
+) -> Classes:
+    """The declared breakdowns (``columns``) per drafter family (``families``: row
+    masks), each a family of comparisons over its judged rows (summary.json
+    ``classes``)."""
+    out: dict[str, ClassFamily] = {}
     for name, mask in families.items():
         rows = judged & mask
-        block: dict[str, Any] = {
-            "runs": sorted(set(frame["run"].astype(str).to_numpy()[mask])),
-            "ks": sorted({int(k) for k in frame["k"].to_numpy()[mask]}) if "k" in frame else [],
-            "by": {},
-        }
-        for column in columns:
-            if column in frame:
-                block["by"][column] = class_table(frame, rs, rows, column, support, min_count)
-        out["families"][name] = block
-    return out
+        out[name] = ClassFamily(
+            runs=tuple(sorted(set(frame["run"].astype(str).to_numpy()[mask]))),
+            ks=tuple(sorted({int(k) for k in frame["k"].to_numpy()[mask]})) if "k" in frame else (),
+            by={
+                column: class_table(frame, rs, rows, column, support, min_count)
+                for column in columns
+                if column in frame
+            },
+        )
+    return Classes(
+        adjustment=ADJUSTMENT,
+        level=LEVEL,
+        family_of_comparisons=FAMILY_OF_COMPARISONS,
+        declared=DECLARED_WHEN,
+        families=out,
+    )

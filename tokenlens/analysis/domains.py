@@ -37,7 +37,8 @@ the test is also given without them (``heterogeneity_without_cross_lingual``).
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,14 @@ from tokenlens.analysis.bootstrap import Resampler, as_float, estimate, interval
 from tokenlens.analysis.breakdown import group_codes
 from tokenlens.analysis.decompose import lang_code
 from tokenlens.analysis.rules import NO, UNSURE, YES, Rules, tri
+from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_sections import (
+    DomainFamily,
+    DomainGap,
+    DomainNote,
+    Domains,
+    Heterogeneity,
+)
 from tokenlens.arrays import F64, I64, Mask
 
 PERMUTATIONS = 9999
@@ -64,26 +73,31 @@ def domain_section(
     rs: Resampler,
     families: dict[str, Mask],
     judged: Mask,
-    pooled: dict[str, dict[str, Any] | None],
+    pooled: Mapping[str, Estimate | None],
     rules: Rules,
     seed: int,
     source: str,
-) -> dict[str, Any]:
-    """``{source, families: {family: {domains, pooled, heterogeneity, departures}}}``."""
-    out: dict[str, Any] = {"source": source, "families": {}}
-    for name, mask in families.items():
-        out["families"][name] = _family(frame, rs, judged & mask, pooled.get(name), rules, seed)
-    return out
+) -> Domains:
+    """summary.json ``domains``: per drafter family (``families``: row masks), the judged
+    gap per domain read against −δ, set beside the family's ``pooled`` gap, and the
+    heterogeneity test; ``source`` says where the domain labels come from."""
+    return Domains(
+        source=source,
+        families={
+            name: _family(frame, rs, judged & mask, pooled.get(name), rules, seed)
+            for name, mask in families.items()
+        },
+    )
 
 
 def _family(
     frame: pd.DataFrame,
     rs: Resampler,
     rows: Mask,
-    pooled: dict[str, Any] | None,
+    pooled: Estimate | None,
     rules: Rules,
     seed: int,
-) -> dict[str, Any]:
+) -> DomainFamily:
     code = lang_code(frame)
     dcode, labels = group_codes(frame, "domain")
     n_d = len(labels)
@@ -103,15 +117,22 @@ def _family(
     lo, hi = interval(point, boot, g, h, rs.method, rs.level)
     d_lo, d_hi = interval(point, boot, g, h, rs.method, rules.decision_level)
     a_lo, a_hi = interval(point, boot, g, h, rs.method, adjusted)
-    pooled_reading = tri(pooled, rules.delta) if pooled else None
-    domains: dict[str, Any] = {}
+    pooled_reading = tri(pooled.to_json(), rules.delta) if pooled else None
+    cross = _directions(frame, keep, code, dcode, labels)
+    domains: dict[str, DomainGap] = {}
     departures = []
     concerns = []
     for d in filled:
-        entry = estimate(point[d], lo[d], hi[d], int(den.point[d] + den.point[n_d + d])).to_json()
-        reading_fig = {"decision_low": as_float(a_lo[d]), "decision_high": as_float(a_hi[d])}
-        reading = tri(reading_fig, rules.delta)
-        entry.update(
+        figure = estimate(point[d], lo[d], hi[d], int(den.point[d] + den.point[n_d + d]))
+        adjusted_low, adjusted_high = as_float(a_lo[d]), as_float(a_hi[d])
+        reading = tri({"decision_low": adjusted_low, "decision_high": adjusted_high}, rules.delta)
+        domains[labels[d]] = DomainGap(
+            value=figure.value,
+            ci_low=figure.ci_low,
+            ci_high=figure.ci_high,
+            n=figure.n,
+            not_estimable=figure.not_estimable,
+            no_interval=figure.no_interval,
             pairs=int(pairs[d]),
             rows_ja=int(den.point[d]),
             rows_en=int(den.point[n_d + d]),
@@ -119,12 +140,12 @@ def _family(
             rate_en=as_float(num.point[n_d + d] / den.point[n_d + d]),
             decision_low=as_float(d_lo[d]),
             decision_high=as_float(d_hi[d]),
-            adjusted_low=reading_fig["decision_low"],
-            adjusted_high=reading_fig["decision_high"],
+            adjusted_low=adjusted_low,
+            adjusted_high=adjusted_high,
             reading=reading,
+            direction=cross.get(labels[d]),
         )
-        domains[labels[d]] = entry
-        note = {"domain": labels[d], "reading": reading, "pooled_reading": pooled_reading}
+        note = DomainNote(domain=labels[d], reading=reading, pooled_reading=pooled_reading)
         if pooled_reading is not None and {reading, pooled_reading} == {YES, NO}:
             departures.append(note)
         elif reading == UNSURE and (
@@ -132,29 +153,24 @@ def _family(
             or (pooled_reading == YES and point[d] > -rules.delta)
         ):
             concerns.append(note)
-    cross = _directions(frame, keep, code, dcode, labels)
-    for label, ways in cross.items():
-        if label in domains:
-            domains[label]["direction"] = ways
-    out = {
-        "adjusted_level": adjusted,
-        "domains": domains,
-        "pooled": pooled,
-        "pooled_reading": pooled_reading,
-        "departures": departures,
-        "concerns": concerns,
-        "heterogeneity": heterogeneity(frame, rs, keep, code, dcode, n_d, seed),
-    }
+    without = None
     if cross:
         # the cross-lingual domains are the only ones whose Japanese and English outputs
         # are not written from the same source: the test without them too
         left_out = sorted(cross)
         same_source = keep & ~np.isin(dcode, [labels.index(x) for x in left_out])
-        out["heterogeneity_without_cross_lingual"] = {
-            "left_out": left_out,
-            **heterogeneity(frame, rs, same_source, code, dcode, n_d, seed),
-        }
-    return out
+        test = heterogeneity(frame, rs, same_source, code, dcode, n_d, seed)
+        without = dataclasses.replace(test, left_out=tuple(left_out))
+    return DomainFamily(
+        adjusted_level=adjusted,
+        domains=domains,
+        pooled=pooled,
+        pooled_reading=pooled_reading,
+        departures=tuple(departures),
+        concerns=tuple(concerns),
+        heterogeneity=heterogeneity(frame, rs, keep, code, dcode, n_d, seed),
+        heterogeneity_without_cross_lingual=without,
+    )
 
 
 def _directions(
@@ -199,21 +215,24 @@ def heterogeneity(
     n_d: int,
     seed: int,
     permutations: int = PERMUTATIONS,
-) -> dict[str, Any]:
-    """The permutation test of equal gaps across domains (module docstring)."""
-    base: dict[str, Any] = {"test": TEST, "statistic": STATISTIC, "why": WHY}
+) -> Heterogeneity:
+    """The permutation test of equal gaps across domains over the ``keep`` rows (module
+    docstring); ``not_estimable`` (why) without paired prompts or two domains."""
+    base = Heterogeneity(test=TEST, statistic=STATISTIC, why=WHY)
     if rs.unit != "prompt pair":
-        return base | {"not_estimable": "needs paired prompts (a pair is what is permuted)"}
+        why = "needs paired prompts (a pair is what is permuted)"
+        return dataclasses.replace(base, not_estimable=why)
     clusters = rs.cluster[keep]
     domain_of = np.full(rs.n_clusters, -1, dtype=np.int64)
     domain_of[clusters] = dcode[keep]
     mixed = np.zeros(rs.n_clusters, dtype=bool)
     mixed[clusters[dcode[keep] != domain_of[clusters]]] = True
     if mixed.any():
-        return base | {"not_estimable": "a prompt pair's two prompts have different domains"}
+        why = "a prompt pair's two prompts have different domains"
+        return dataclasses.replace(base, not_estimable=why)
     used = np.flatnonzero(domain_of >= 0)
     if len(np.unique(domain_of[used])) < 2:
-        return base | {"not_estimable": "fewer than two domains"}
+        return dataclasses.replace(base, not_estimable="fewer than two domains")
     acc = frame["accepted"].to_numpy(dtype=np.float64)
     per = [
         rs.per_cluster(values, np.where(keep & (code == lang), 0, -1), 1, keep)[used, 0]
@@ -239,13 +258,14 @@ def heterogeneity(
     null, _ = _statistic(*sums(perms))
     value = float(observed[0])
     p = (1.0 + float((null >= value - 1e-15).sum())) / (1.0 + permutations)
-    return base | {
-        "value": value,
-        "spread": float(np.sqrt(value)),
-        "chance_spread": float(np.sqrt(np.median(null))),
-        "p": p,
-        "permutations": permutations,
-        "domains": len(np.unique(labels)),
-        "pairs": len(used),
-        "rows": int(total[0]),
-    }
+    return dataclasses.replace(
+        base,
+        value=value,
+        spread=float(np.sqrt(value)),
+        chance_spread=float(np.sqrt(np.median(null))),
+        p=p,
+        permutations=permutations,
+        domains=len(np.unique(labels)),
+        pairs=len(used),
+        rows=int(total[0]),
+    )

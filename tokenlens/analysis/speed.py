@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenlens.analysis.summary_sections import SpeedMargin
 from tokenlens.bench_results import RESULTS_CSV, read_results
 from tokenlens.engine.methods import TRAINED
 from tokenlens.errors import TokenlensError
@@ -158,7 +159,7 @@ def speed_model(
     return out
 
 
-def margin_in_speed(rate: float, k: int, delta: float) -> dict[str, Any]:
+def margin_in_speed(rate: float, k: int, delta: float) -> SpeedMargin:
     """The margin δ in speed terms: what acceptance ``delta`` lower than ``rate`` costs
     at ``k`` by the i.i.d. formula (Leviathan et al.), ``rate`` the judged rate (the
     model's MLE). Tokens per step at both rates, their difference, and the relative
@@ -167,12 +168,12 @@ def margin_in_speed(rate: float, k: int, delta: float) -> dict[str, Any]:
     whatever c is."""
     at = iid_tokens_per_step(rate, k)
     below = iid_tokens_per_step(max(rate - delta, 0.0), k)
-    return {
-        "k": k,
-        "acceptance": rate,
-        "delta": delta,
-        "tokens_per_step": at,
-        "tokens_per_step_at_minus_delta": below,
-        "difference": below - at,
-        "relative_speed": below / at - 1.0,
-    }
+    return SpeedMargin(
+        k=k,
+        acceptance=rate,
+        delta=delta,
+        tokens_per_step=at,
+        tokens_per_step_at_minus_delta=below,
+        difference=below - at,
+        relative_speed=below / at - 1.0,
+    )

@@ -1,10 +1,11 @@
-"""Every figure of summary.json from one frame of joined events: acceptance, breakdowns,
-gaps and their decomposition, the verdicts, per run and per family.
+"""Every figure of summary.json from one frame of joined events.
 
-:func:`summarize` computes them with one seeded prompt-clustered bootstrap. It is
-what ``tokenlens analyze`` calls (:mod:`tokenlens.analysis.pipeline`, which reads the
-runs and writes the files) and what the test bed calls on simulated frames, so the
-numbers the test bed checks are the ones users get.
+:func:`summarize` takes the frame, the runs' :class:`RunInfo` and the options, and
+returns summary.json's content (the signature and ``inputs`` are the pipeline's): one
+seeded prompt-clustered bootstrap for every interval. Sections built as records
+(:mod:`~tokenlens.analysis.summary_file`) are written by their own ``to_json`` through
+:func:`~tokenlens.analysis.summary_fields.json_value`, the schema the readers read. The
+test bed calls it on simulated frames, so the numbers it checks are the ones users get.
 """
 
 from __future__ import annotations
@@ -35,12 +36,15 @@ from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.rejection_summary import rejection_section
-from tokenlens.analysis.rules import FREE, INCONCLUSIVE, TRAINED, Rules
+from tokenlens.analysis.rules import FREE, INCONCLUSIVE, POWER, TRAINED, Rules
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
-from tokenlens.analysis.summary_file import Scope
+from tokenlens.analysis.summary_fields import json_value
+from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
+from tokenlens.analysis.summary_sections import MarginInSpeed, SpeedMargin
 from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
@@ -105,19 +109,7 @@ def summarize(
         **stamp(ANALYSIS),
         "signature": None,
         "tokenlens_version": __version__,
-        "settings": {
-            "seed": config.seed,
-            "bootstrap": config.n_boot,
-            "level": LEVEL,
-            "interval": config.interval,
-            "cluster": rs.unit,
-            "clusters": rs.n_clusters,
-            "min_count": config.min_count,
-            "confidence_bins": CONF_BINS,
-            "support": config.support.to_json(),
-            **rules.to_json(),
-            "rules_hash": rules_identity(rules, config.support),
-        },
+        "settings": _settings(config, rules, rs),
         "scope": _scope(frame, scope_name, scope, configs),
         "prompts": parts.prompts,
         "acceptance": per_lang(frame, rs, scope, config.min_count),
@@ -153,7 +145,11 @@ def summarize(
                 for name, mask in fams.items()
             }
         if "domain" in frame:
-            pooled = {name: block.get("gap_judged") for name, block in parts.families.items()}
+            # the families' gaps are still dicts (issue 34): each read as its record here
+            pooled = {
+                name: Estimate.parse(block.get("gap_judged"))
+                for name, block in parts.families.items()
+            }
             # the file's name, not its path: summary.json travels (committed samples)
             source = f"tags.domain of {config.prompts.name}" if config.prompts else "tags.domain"
             out["domains"] = domain_section(
@@ -163,20 +159,40 @@ def summarize(
         _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
     out["margin_in_speed"] = _margin_in_speed(out["runs"], rules.delta, config.method_families)
-    return out
+    written: dict[str, Any] = json_value(out)  # the records as their types write them
+    return written
+
+
+def _settings(config: AnalyzeConfig, rules: Rules, rs: Resampler) -> Settings:
+    """The options and rules this analysis ran with (summary.json ``settings``)."""
+    support = config.support
+    return Settings(
+        seed=config.seed,
+        bootstrap=config.n_boot,
+        level=LEVEL,
+        interval=config.interval,
+        cluster=rs.unit,
+        clusters=rs.n_clusters,
+        min_count=config.min_count,
+        confidence_bins=CONF_BINS,
+        support=SupportRules(support.min_rows, support.min_prompts, support.min_support),
+        delta=rules.delta,
+        alpha=rules.alpha,
+        decision_level=rules.decision_level,
+        min_prompts=rules.min_prompts,
+        power=POWER,
+        power_effects=tuple(rules.power_effects),
+        control_range=rules.control_range,
+        rules_hash=rules_identity(rules, config.support),
+    )
 
 
 def _margin_in_speed(
     runs: Sequence[Mapping[str, Any]], delta: float, declared: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+) -> MarginInSpeed:
     """δ in speed terms per drafter family and k (:func:`margin_in_speed`), at the
     English judged rate of the runs of that k (the reference a Japanese deficit is
     measured from)."""
-    out: dict[str, Any] = {
-        "basis": "English judged acceptance of the runs at each k; tokens per step by the "
-        "i.i.d. formula (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023)",
-        "families": {},
-    }
     seen: dict[tuple[str, int], list[float]] = {}
     for run in runs:
         rate = ((run.get("acceptance_judged") or {}).get("en") or {}).get("rate")
@@ -184,11 +200,14 @@ def _margin_in_speed(
             continue
         family = family_of(run["method"], declared)
         seen.setdefault((family, int(run["k"])), []).append(float(rate))
+    families: dict[str, dict[str, SpeedMargin]] = {}
     for (family, k), values in sorted(seen.items()):
-        out["families"].setdefault(family, {})[str(k)] = margin_in_speed(
-            float(np.mean(values)), k, delta
-        )
-    return out
+        families.setdefault(family, {})[str(k)] = margin_in_speed(float(np.mean(values)), k, delta)
+    return MarginInSpeed(
+        basis="English judged acceptance of the runs at each k; tokens per step by the "
+        "i.i.d. formula (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023)",
+        families=families,
+    )
 
 
 def acceptance_per_k(
@@ -382,10 +401,8 @@ def _run_section(
     speed = {}
     for lang, block in acceptance.items():
         # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
-        curve = [
-            unconditional.get(lang, {}).get(str(p), {}).get("per_draft") or 0.0
-            for p in range(info.k)
-        ]
+        at = unconditional.get(lang, {})
+        curve = [(at[str(p)].per_draft if str(p) in at else None) or 0.0 for p in range(info.k)]
         steps = int((mine & first & (lang_of == lang)).sum())
         tps = 1.0 + block["accepted"] / steps if steps else None
         iid = (judged_rate.get(lang) or {}).get("rate") or 0.0

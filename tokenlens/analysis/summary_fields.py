@@ -1,15 +1,12 @@
-"""How summary.json's typed view reads a value: one reader per declared field type.
+"""summary.json's schema machinery: a record is read and written by its declared fields.
 
-Every dataclass of :mod:`tokenlens.analysis.summary_file` and
-:mod:`tokenlens.analysis.summary_figures` is read the same way: each field from the
-key of its name (or ``metadata={"key": ...}``), with the reader its annotation names.
-A wrong type reads as missing (``None``, or an empty dict or tuple), and a value is
-kept as it was read (an ``int`` stays an ``int``), so that a view prints what the file
-holds. Declaring the field is therefore all a new key needs; only the fields whose
-value is not at their own key (or needs a rule of its own) are read by hand, and are
-passed to :func:`read` by name.
-
-Only the standard library.
+:func:`read` builds a record from a JSON object, each field from the key of its name
+(``renamed`` for another key) by the reader its annotation names; a wrong type reads as
+missing (None, an empty dict or tuple) and a value is kept as read. :meth:`Parsed.to_json`
+writes a record back, field by field in declared order (a field with :data:`OMITTED`
+metadata is left out when None); :func:`json_value` writes any value holding records.
+So declaring a field is all a new key needs; only fields kept elsewhere in the file
+are read by hand and passed to :func:`read` by name. Only the standard library.
 """
 
 from __future__ import annotations
@@ -72,6 +69,13 @@ def as_ints(data: Any) -> tuple[int, ...]:
     return tuple(int(k) for k in data if as_int(k) is not None) if isinstance(data, list) else ()
 
 
+def as_floats(data: Any) -> tuple[float, ...]:
+    """A list of numbers as they were read (entries that are not numbers left out)."""
+    if not isinstance(data, list):
+        return ()
+    return tuple(x for x in data if as_float(x) is not None)
+
+
 def as_counts(data: Any) -> dict[str, int]:
     """``{key: int}``, entries that are not integers left out."""
     return {str(k): v for k, v in as_map(data).items() if as_int(v) is not None}
@@ -84,10 +88,19 @@ _SCALARS: dict[str, Reader] = {
     "bool | None": as_bool,
     "tuple[str, ...]": as_strs,
     "tuple[int, ...]": as_ints,
+    "tuple[float, ...]": as_floats,
     "tuple[tuple[str, int], ...]": as_configs,
     "dict[str, int]": as_counts,
     "dict[str, int | None]": lambda d: {str(k): as_int(v) for k, v in as_map(d).items()},
     "dict[str, float | None]": lambda d: {str(k): as_float(v) for k, v in as_map(d).items()},
+    "tuple[int, ...] | None": lambda d: as_ints(d) if isinstance(d, list) else None,
+    "tuple[str, ...] | None": lambda d: as_strs(d) if isinstance(d, list) else None,
+    "dict[str, str] | None": lambda d: (
+        {str(k): v for k, v in d.items() if isinstance(v, str)} if isinstance(d, Mapping) else None
+    ),
+    "dict[str, float | None] | None": lambda d: (
+        {str(k): as_float(v) for k, v in d.items()} if isinstance(d, Mapping) else None
+    ),
     "dict[str, str]": lambda d: {str(k): v for k, v in as_map(d).items() if isinstance(v, str)},
 }
 
@@ -107,23 +120,27 @@ class Parsed:
 
     def to_json(self) -> dict[str, Any]:
         """This record as summary.json holds it: every field at its key, in field order,
-        None as null; the inverse of :func:`read` for a record whose fields all live at
-        their own key (one with fields read by hand writes itself)."""
+        None as null (a field declared with :data:`OMITTED` left out instead); the
+        inverse of :func:`read` for a record whose fields all live at their own key (one
+        with fields read by hand writes itself)."""
         return {
-            f.metadata.get("key", f.name): _json(getattr(self, f.name))
+            f.metadata.get("key", f.name): json_value(value)
             for f in dataclasses.fields(self)  # type: ignore[arg-type]
             if f.init
+            and not ((value := getattr(self, f.name)) is None and f.metadata.get("omitted"))
         }
 
 
-def _json(value: Any) -> Any:
-    """A field's value as JSON: records by their ``to_json``, tuples as lists."""
+def json_value(value: Any) -> Any:
+    """``value`` as summary.json holds it: records by their ``to_json``, tuples and lists
+    as lists, mappings key by key (order kept); anything else as it is. What the analysis
+    writes goes through here, so a record is written by the type that reads it."""
     if isinstance(value, Parsed):
         return value.to_json()
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
+    if isinstance(value, tuple | list):
+        return [json_value(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _json(v) for k, v in value.items()}
+        return {k: json_value(v) for k, v in value.items()}
     return value
 
 
@@ -180,3 +197,9 @@ def read(cls: type[T], data: Any, **given: Any) -> T:
 def renamed(key: str) -> Any:
     """A field (default None) read from ``key`` rather than its own name (``class``)."""
     return dataclasses.field(default=None, metadata={"key": key})
+
+
+OMITTED: Mapping[str, Any] = {"omitted": True}
+"""Metadata of a field whose key the file has only when it has a value (declared
+``field(default=None, metadata=OMITTED)``): None is written by leaving the key out, not
+as null."""

@@ -1,20 +1,18 @@
-"""The figures of summary.json as typed objects: a value with its interval, a rate, a
-share, a split of the gap, the check and power of a verdict, a domain's gap, and the
-tables of JA − EN differences per class that the declared breakdowns are made of.
+"""summary.json's figures as records: a value with its interval (:class:`Estimate`),
+a rate (:class:`Rate`, :class:`PositionRate`), a share, a split of the gap, a verdict's
+check and power, and the declared class breakdowns (:class:`Classes`).
 
-They are the leaves that :mod:`tokenlens.analysis.summary_file`'s sections hold, and
-what :mod:`tokenlens.format` prints (it reads them by attribute as it reads dicts by
-key). Each field is read from its key by its annotation
-(:mod:`tokenlens.analysis.summary_fields`); a figure a file lacks is ``None``.
+The analysis builds these and writes them with their ``to_json``; the readers parse
+the same types (a figure a file lacks is None), and :mod:`tokenlens.format` prints them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from tokenlens.analysis.summary_fields import Figure, Section, as_str, read, renamed
+from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, renamed
 
 
 @dataclass(frozen=True)
@@ -25,7 +23,8 @@ class Estimate(Figure):
     ``value`` is None with a ``not_estimable`` reason when the data cannot support it;
     ``no_interval`` says why a value has no interval; ``decision_low``/``decision_high``
     are the interval a verdict reads; ``p_adjusted`` is the Holm p of an exploratory
-    comparison."""
+    comparison; ``pooled_over_k`` and ``family`` label a figure that pools runs of
+    several k (written last, only when set)."""
 
     value: float | None = None
     ci_low: float | None = None
@@ -36,6 +35,8 @@ class Estimate(Figure):
     p_adjusted: float | None = None
     decision_low: float | None = None
     decision_high: float | None = None
+    pooled_over_k: tuple[int, ...] | None = None
+    family: str | None = None
 
     def to_json(self, name: str = "value") -> dict[str, Any]:
         """``{<name>, ci_low, ci_high, n}``, then ``decision_low``/``decision_high`` when
@@ -55,6 +56,15 @@ class Estimate(Figure):
             out["not_estimable"] = self.not_estimable
         elif self.no_interval is not None:
             out["no_interval"] = self.no_interval
+        return out | self._labels()
+
+    def _labels(self) -> dict[str, Any]:
+        """``pooled_over_k`` and ``family`` where set: the keys a figure ends with."""
+        out: dict[str, Any] = {}
+        if self.pooled_over_k is not None:
+            out["pooled_over_k"] = list(self.pooled_over_k)
+        if self.family is not None:
+            out["family"] = self.family
         return out
 
     @property
@@ -111,6 +121,26 @@ class Rate(Figure):
         }
 
 
+@dataclass(frozen=True)
+class PositionRate(Rate):
+    """A rate at one draft position p (over the steps with a draft at p), with
+    ``per_draft``: accepted at p / all the run's steps (vLLM's per-position counter over
+    ``num_drafts``), and ``drafts``: those steps. Older files lack both (None)."""
+
+    per_draft: float | None = None
+    drafts: int | None = None
+
+    @classmethod
+    def from_rate(cls, rate: Rate, per_draft: float | None, drafts: int) -> PositionRate:
+        """``rate`` with the run's per-draft rate at its position and its step count."""
+        given = {f.name: getattr(rate, f.name) for f in fields(rate)}
+        return cls(**given, per_draft=per_draft, drafts=drafts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The rate's keys, then ``per_draft`` and ``drafts`` (both always written)."""
+        return {**super().to_json(), "per_draft": self.per_draft, "drafts": self.drafts}
+
+
 def rates(data: Any) -> dict[str, Rate]:
     """``{lang: Rate}`` (or ``{group: Rate}``), entries that are not rates left out."""
     out = {}
@@ -121,12 +151,25 @@ def rates(data: Any) -> dict[str, Rate]:
     return out
 
 
+def position_rates(data: Any) -> dict[str, Rate]:
+    """``{position: PositionRate}``, entries that are not rates left out."""
+    out: dict[str, Rate] = {}
+    for key, value in (data if isinstance(data, Mapping) else {}).items():
+        rate = PositionRate.parse(value)
+        if rate is not None:
+            out[str(key)] = rate
+    return out
+
+
 @dataclass(frozen=True)
 class Support(Figure):
-    """Share of each language's judged rows in the classes both languages fill."""
+    """Share of each language's judged rows in the classes both languages fill, and how
+    many of the ``classes_total`` classes (``classes``) both fill."""
 
     share_ja: float | None = None
     share_en: float | None = None
+    classes: int | None = None
+    classes_total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +191,35 @@ class Split(Figure):
         """``gap``, ``composition``, ``within`` or ``out_of_support`` by name."""
         value = getattr(self, name)
         return value if isinstance(value, Estimate) else None
+
+
+@dataclass(frozen=True)
+class LengthStandardised(Estimate):
+    """The judged gap standardised by token byte length (the estimate itself), with
+    the ``method``, the split's ``composition``, ``out_of_support`` and ``support``, and
+    the gap under each language's own length shares (``by_standard``: ``japanese``,
+    ``english``). A gap that cannot be estimated has the reason and the method only."""
+
+    method: str | None = None
+    composition: Estimate | None = None
+    out_of_support: Estimate | None = None
+    support: Support | None = None
+    by_standard: dict[str, Estimate] = field(default_factory=dict)
+
+    def to_json(self, name: str = "value") -> dict[str, Any]:
+        """The estimate's keys, ``method``, the parts present (None and empty left out,
+        as :func:`tokenlens.analysis.standardise.length_standardised` writes), then the
+        pooled-over-k labels."""
+        labels = self._labels()
+        out = {k: v for k, v in super().to_json(name).items() if k not in labels}
+        out["method"] = self.method
+        for key in ("composition", "out_of_support", "support"):
+            part = getattr(self, key)
+            if part is not None:
+                out[key] = part.to_json()
+        if self.by_standard:
+            out["by_standard"] = {k: v.to_json() for k, v in self.by_standard.items()}
+        return out | labels
 
 
 @dataclass(frozen=True)
@@ -267,48 +339,6 @@ class Share(Figure):
         return {**figure.to_json("share"), "count": self.count}
 
 
-@dataclass(frozen=True)
-class DomainGap(Section):
-    """The judged gap of one domain: 95% interval, the decision and the
-    Bonferroni-adjusted decision interval, and the reading against −δ on the latter."""
-
-    value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int | None = None
-    pairs: int | None = None
-    rate_ja: float | None = None
-    rate_en: float | None = None
-    adjusted_low: float | None = None
-    adjusted_high: float | None = None
-    reading: str | None = None
-    not_estimable: str | None = None
-    direction: dict[str, str] = field(default_factory=dict)  # cross-lingual: lang -> en-ja
-
-    @classmethod
-    def parse(cls, data: Any) -> DomainGap:
-        d = data if isinstance(data, Mapping) else {}
-        return read(cls, d, not_estimable=as_str(d.get("not_estimable") or d.get("no_interval")))
-
-
-@dataclass(frozen=True)
-class Heterogeneity(Figure):
-    """Whether the gap differs between domains: a permutation test of the domain labels
-    over prompt pairs (``spread`` against ``chance_spread``)."""
-
-    test: str | None = None
-    statistic: str | None = None
-    why: str | None = None
-    p: float | None = None
-    spread: float | None = None
-    chance_spread: float | None = None
-    permutations: int | None = None
-    domains: int | None = None
-    pairs: int | None = None
-    not_estimable: str | None = None
-    left_out: tuple[str, ...] = ()  # domains left out (the test without cross-lingual ones)
-
-
 # --- the declared class breakdowns: JA − EN differences per class ----------------------
 
 
@@ -326,9 +356,11 @@ class ClassEntry(Section):
     prompts_en: int | None = None
     rate_ja: Rate | None = None
     rate_en: Rate | None = None
-    difference: Difference | None = None
-    not_contrasted: str | None = None  # status per_language: why (its tokens differ in kind)
-    shared_tokens: dict[str, float | None] = field(default_factory=dict)
+    # compared and per_language classes: each language's share of tokens the other has
+    shared_tokens: dict[str, float | None] | None = field(default=None, metadata=OMITTED)
+    # per_language classes: why (their tokens differ in kind)
+    not_contrasted: str | None = field(default=None, metadata=OMITTED)
+    difference: Difference | None = field(default=None, metadata=OMITTED)  # compared only
 
 
 @dataclass(frozen=True)
@@ -355,4 +387,5 @@ class Classes(Figure):
     adjustment: str | None = None
     level: float | None = None
     family_of_comparisons: str | None = None
+    declared: str | None = None  # when the families of comparisons were declared
     families: dict[str, ClassFamily] = field(default_factory=dict)

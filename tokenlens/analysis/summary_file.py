@@ -1,21 +1,16 @@
-"""``summary.json`` as typed objects: read once, then attributes instead of dict chains.
+"""summary.json's schema: its sections as frozen records, and the one reader of the file.
 
-``tokenlens analyze`` writes summary.json (docs/analysis.md, "summary.json"); the
-tables, FINDINGS.md, the HTML report and the index page read it. They read it through
-:func:`load_summary` / :func:`parse_summary`, which turn the JSON into the frozen
-dataclasses below (its sections) and of :mod:`tokenlens.analysis.summary_figures` (the
-figures they hold), so that a missing section is ``None`` (or an empty dict or list)
-with a name, in one place, rather than ``.get(...) or {}`` at every use.
+:func:`load_summary` / :func:`parse_summary` take the file (or its parsed JSON) and
+return a :class:`Summary`: every section a record (these, those of
+:mod:`~tokenlens.analysis.summary_sections`, the figures of
+:mod:`~tokenlens.analysis.summary_figures`), a section the file lacks empty or None.
+The analysis builds the same records and writes them with their ``to_json``
+(:func:`~tokenlens.analysis.summary_fields.json_value`), so a key is declared once.
 
-Older files stay readable: every key that a newer version added is optional, a
-missing or ill-typed value becomes ``None``, and nothing is recomputed. Each field is
-read from the key of its name by the reader its annotation names
-(:mod:`tokenlens.analysis.summary_fields`); only the fields that live elsewhere in the
-file are read by hand. The whole dict stays available as :attr:`Summary.raw` for the
-parts no typed view needs yet (the charts walk the breakdowns generically).
-
-Only the standard library: :mod:`tokenlens.format` reads these objects by attribute
-only (a dict does not print: it is read into these types first).
+Guarantees: older files read (a key a newer version added is optional; a missing or
+ill-typed value reads as None; nothing is recomputed); a field is read from the key of
+its name by its annotation's reader, and only fields kept elsewhere in the file are read
+by hand. Only the standard library, so that :mod:`tokenlens.format` can print these.
 """
 
 from __future__ import annotations
@@ -43,15 +38,19 @@ from tokenlens.analysis.summary_figures import (
     Contrast,
     Control,
     Estimate,
+    LengthStandardised,
+    PositionRate,
     Power,
     Rate,
     Reading,
     Split,
+    position_rates,
     rates,
 )
 from tokenlens.analysis.summary_sections import (
     ByteLength,
     DomainFamily,
+    MarginInSpeed,
     RejectionFamily,
     RejectionRun,
 )
@@ -62,21 +61,39 @@ SUMMARY = "summary.json"
 
 
 @dataclass(frozen=True)
+class SupportRules(Figure):
+    """The thresholds of common support the analysis ran with (``settings.support``)."""
+
+    min_rows: int | None = None
+    min_prompts: int | None = None
+    min_support: float | None = None
+
+
+@dataclass(frozen=True)
 class Settings(Section):
-    """The analysis' options as recorded (``delta`` is the verdict threshold, the CLI's
-    ``--threshold``)."""
+    """The analysis' options and rules as recorded, in the order written: the
+    bootstrap (``cluster``: its unit, ``clusters``: how many), then the rule set
+    (``delta``: the verdict threshold, the CLI's ``--threshold``; ``alpha`` None: written
+    before decision intervals, read at 95%) and its hash (also in the signature as
+    ``rules:``)."""
 
     seed: int | None = None
     bootstrap: int | None = None
     level: float | None = None
     interval: str | None = None
     cluster: str | None = None
+    clusters: int | None = None
     min_count: int | None = None
+    confidence_bins: int | None = None
+    support: SupportRules | None = None
     delta: float | None = None
-    min_prompts: int | None = None
-    alpha: float | None = None  # None: written before decision intervals (read at 95%)
+    alpha: float | None = None
     decision_level: float | None = None
-    rules_hash: str | None = None  # the frozen rule set (also in the signature as rules:)
+    min_prompts: int | None = None
+    power: float | None = None
+    power_effects: tuple[float, ...] = ()
+    control_range: float | None = None
+    rules_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +104,7 @@ class Family(Section):
     name: str
     gap_judged: Estimate | None = None
     gap_all: Estimate | None = None
-    gap_length_standardised: Estimate | None = None  # the judged gap, byte length standardised
+    gap_length_standardised: LengthStandardised | None = None
     confidence: Split | None = None
     runs: tuple[str, ...] = ()
     configurations: tuple[tuple[str, int], ...] = ()
@@ -150,7 +167,6 @@ class Sensitivity(Figure):
     rules' 95% reading (docs/analysis.md). ``flip_below``/``flip_above``: (δ, verdict)
     where it changes nearest to the rule's δ."""
 
-    raw: Mapping[str, Any] = field(default_factory=dict)
     delta: float | None = None
     flip_below: tuple[float, str] | None = None
     flip_above: tuple[float, str] | None = None
@@ -182,7 +198,6 @@ class Sensitivity(Figure):
         return read(
             cls,
             data,
-            raw=data,
             delta=as_float(flip.get("delta")),
             flip_below=point("below"),
             flip_above=point("above"),
@@ -257,11 +272,9 @@ class RunSummary(Section):
     draft_cost_source: str | None = None
     speed: dict[str, SpeedModel] = field(default_factory=dict)  # by language
     acceptance_judged: dict[str, Rate] = field(default_factory=dict)
-    # {lang: {position: Rate}}: over the steps that proposed a draft at p
-    by_position: dict[str, dict[str, Rate]] = field(default_factory=dict)
+    # {lang: {position: rate}}: over the steps that proposed a draft at p
+    by_position: dict[str, dict[str, PositionRate]] = field(default_factory=dict)
     by_position_conditional: dict[str, dict[str, Rate]] = field(default_factory=dict)
-    # {lang: {position: accepted at p / all drafts}} (vLLM's counter over num_drafts)
-    per_draft: dict[str, dict[str, float | None]] = field(default_factory=dict)
     text_per_step: dict[str, dict[str, Estimate]] = field(default_factory=dict)
     dtype: str | None = None
     replay_source: str | None = None
@@ -280,12 +293,6 @@ class RunSummary(Section):
             reconciled=as_bool(as_map(d.get("reconciliation")).get("matches")),
             draft_cost_source=as_str(speed.get("draft_cost_source")),
             speed={str(k): SpeedModel.parse(v) for k, v in as_map(speed.get("by_lang")).items()},
-            per_draft={
-                str(lang): {
-                    str(p): as_float(as_map(e).get("per_draft")) for p, e in as_map(v).items()
-                }
-                for lang, v in as_map(d.get("by_position")).items()
-            },
             models=tuple(m for m in models if isinstance(m, Mapping))
             if isinstance(models, list)
             else (),
@@ -308,7 +315,6 @@ class Scope(Figure):
 class Summary:
     """The whole of summary.json. Sections a file lacks are empty (or None)."""
 
-    raw: Mapping[str, Any]
     signature: str | None = None
     tokenlens_version: str | None = None
     settings: Settings = field(default_factory=Settings)
@@ -331,6 +337,7 @@ class Summary:
     byte_length: dict[str, ByteLength] = field(default_factory=dict)  # per family
     domains: dict[str, DomainFamily] = field(default_factory=dict)
     domain_source: str | None = None
+    margin_in_speed: MarginInSpeed | None = None  # δ in speed terms per family and k
 
     def breakdown(self, key: str) -> dict[str, dict[str, Rate]]:
         """``by_<key>`` (``script``, ``position``, ...) or ``by_*`` by its full name;
@@ -350,17 +357,17 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
     if not isinstance(data, Mapping):
         raise TokenlensError("summary.json is not an analysis summary (not a JSON object)")
     check_readable(data, ANALYSIS, "summary.json")
-    breakdowns = {}
+    breakdowns: dict[str, dict[str, dict[str, Rate]]] = {}
     for key, block in data.items():
         if isinstance(key, str) and key.startswith("by_") and isinstance(block, Mapping):
-            breakdowns[key] = {str(lang): rates(groups) for lang, groups in block.items()}
+            read_rates = position_rates if key == "by_position" else rates
+            breakdowns[key] = {str(lang): read_rates(groups) for lang, groups in block.items()}
     rejections = as_map(as_map(data.get("rejections")).get("families"))
     rejection_runs = as_map(as_map(data.get("rejections")).get("runs"))
     domains = as_map(data.get("domains"))
     return read(
         Summary,
         data,
-        raw=data,
         breakdowns=breakdowns,
         families={
             str(k): read(Family, v, name=str(k)) for k, v in as_map(data.get("families")).items()
@@ -378,12 +385,17 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
 
 def load_summary(path: Path) -> Summary:
     """Read and parse ``path`` (a summary.json, or the analysis directory holding one)."""
+    return parse_summary(read_summary_json(path))
+
+
+def read_summary_json(path: Path) -> Any:
+    """The parsed JSON of ``path`` (a summary.json, or the analysis directory holding
+    one), not yet checked; a missing or broken file raises :class:`TokenlensError`."""
     if path.is_dir():
         path = path / SUMMARY
     try:
-        data = json.loads(path.read_text("utf-8"))
+        return json.loads(path.read_text("utf-8"))
     except FileNotFoundError as exc:
         raise TokenlensError(f"{path}: not found (run tokenlens analyze first)") from exc
     except (OSError, ValueError) as exc:
         raise TokenlensError(f"{path}: not valid JSON ({exc})") from exc
-    return parse_summary(data)

@@ -1,11 +1,9 @@
-"""summary.json's per-family sections as typed objects: rejections (per family and per
-run), acceptance by byte length, and the gap per prompt domain.
+"""summary.json's per-family sections as records: rejections (per family and per run),
+acceptance by byte length, the gap per prompt domain, and δ in speed terms.
 
-Part of the one reader of summary.json (:mod:`tokenlens.analysis.summary_file` holds
-the whole and the sections every view reads); read like every section: each field from
-the key of its name by the reader its annotation names
-(:mod:`tokenlens.analysis.summary_fields`), the few that live elsewhere by hand. Older
-forms stay readable (``split`` shares of the first versions).
+Read like every record (:mod:`~tokenlens.analysis.summary_fields`), the few fields kept
+elsewhere in the file by hand; older forms stay readable (the first versions' ``split``
+shares).
 """
 
 from __future__ import annotations
@@ -13,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenlens.analysis.summary_fields import Section, as_map, read
+from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, as_map, read
 from tokenlens.analysis.summary_figures import (
-    DomainGap,
     Estimate,
-    Heterogeneity,
     Rate,
     Share,
     rates,
@@ -109,24 +105,109 @@ class ByteLength(Section):
 
 
 @dataclass(frozen=True)
+class DomainGap(Section):
+    """The judged gap of one domain: its 95% interval (a reason where it has none),
+    the rows and rates behind it, the decision and the Bonferroni-adjusted decision
+    interval, the reading against −δ on the latter, and for a cross-lingual domain each
+    language's ``direction`` (``en-ja``)."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    not_estimable: str | None = field(default=None, metadata=OMITTED)
+    no_interval: str | None = field(default=None, metadata=OMITTED)
+    pairs: int | None = None
+    rows_ja: int | None = None
+    rows_en: int | None = None
+    rate_ja: float | None = None
+    rate_en: float | None = None
+    decision_low: float | None = None
+    decision_high: float | None = None
+    adjusted_low: float | None = None
+    adjusted_high: float | None = None
+    reading: str | None = None
+    direction: dict[str, str] | None = field(default=None, metadata=OMITTED)
+
+
+@dataclass(frozen=True)
+class DomainNote(Section):
+    """A domain whose reading departs from (or does not settle) the pooled one."""
+
+    domain: str | None = None
+    reading: str | None = None
+    pooled_reading: str | None = None
+
+
+@dataclass(frozen=True)
+class Heterogeneity(Figure):
+    """Whether the gap differs between domains: a permutation test of the domain labels
+    over prompt pairs (``spread`` against ``chance_spread``); ``not_estimable`` (why)
+    instead of the figures where it cannot run; ``left_out``: the domains the test
+    without cross-lingual ones leaves out. Keys without a value are not written."""
+
+    left_out: tuple[str, ...] | None = field(default=None, metadata=OMITTED)
+    test: str | None = None
+    statistic: str | None = None
+    why: str | None = None
+    not_estimable: str | None = field(default=None, metadata=OMITTED)
+    value: float | None = field(default=None, metadata=OMITTED)
+    spread: float | None = field(default=None, metadata=OMITTED)
+    chance_spread: float | None = field(default=None, metadata=OMITTED)
+    p: float | None = field(default=None, metadata=OMITTED)
+    permutations: int | None = field(default=None, metadata=OMITTED)
+    domains: int | None = field(default=None, metadata=OMITTED)
+    pairs: int | None = field(default=None, metadata=OMITTED)
+    rows: int | None = field(default=None, metadata=OMITTED)
+
+
+@dataclass(frozen=True)
 class DomainFamily(Section):
+    """The judged gap per prompt domain of one drafter family: each domain's
+    :class:`DomainGap` (its reading on the interval adjusted to ``adjusted_level``), the
+    family's pooled gap and reading, the domains that depart from it or do not settle,
+    and the heterogeneity test (also without the cross-lingual domains, when any)."""
+
     adjusted_level: float | None = None
     domains: dict[str, DomainGap] = field(default_factory=dict)
     pooled: Estimate | None = None
     pooled_reading: str | None = None
-    departures: tuple[str, ...] = ()  # domain names
-    concerns: tuple[str, ...] = ()
+    departures: tuple[DomainNote, ...] = ()
+    concerns: tuple[DomainNote, ...] = ()
     heterogeneity: Heterogeneity | None = None
-    heterogeneity_without_cross_lingual: Heterogeneity | None = None
+    heterogeneity_without_cross_lingual: Heterogeneity | None = field(
+        default=None, metadata=OMITTED
+    )
 
-    @classmethod
-    def parse(cls, data: Any) -> DomainFamily:
-        d = as_map(data)
 
-        def names(key: str) -> tuple[str, ...]:
-            items = d.get(key)
-            if not isinstance(items, list):
-                return ()
-            return tuple(str(as_map(x).get("domain")) for x in items if as_map(x).get("domain"))
+@dataclass(frozen=True)
+class Domains(Figure):
+    """summary.json ``domains``: where the domain labels come from (``source``) and the
+    gap per domain of each drafter family."""
 
-        return read(cls, d, departures=names("departures"), concerns=names("concerns"))
+    source: str | None = None
+    families: dict[str, DomainFamily] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpeedMargin(Section):
+    """What an acceptance δ below ``acceptance`` costs at ``k`` by the i.i.d. formula:
+    tokens per step at both rates, their ``difference``, and the relative change of
+    speed (:func:`tokenlens.analysis.speed.margin_in_speed` builds it)."""
+
+    k: int | None = None
+    acceptance: float | None = None
+    delta: float | None = None
+    tokens_per_step: float | None = None
+    tokens_per_step_at_minus_delta: float | None = None
+    difference: float | None = None
+    relative_speed: float | None = None
+
+
+@dataclass(frozen=True)
+class MarginInSpeed(Figure):
+    """summary.json ``margin_in_speed``: δ in speed terms per drafter family and k
+    (``{family: {k: SpeedMargin}}``), and the ``basis`` it was computed on."""
+
+    basis: str | None = None
+    families: dict[str, dict[str, SpeedMargin]] = field(default_factory=dict)

@@ -1,11 +1,11 @@
-"""Vega-Lite chart specs (built with Altair) from an analysis ``summary.json``.
+"""Vega-Lite chart specs (built with Altair) from summary.json's parsed JSON.
 
-Each function takes the parsed summary and returns a plain Vega-Lite dict with its
-data inline, so the page needs no data files and the tests can check data values and
-encodings without rendering. Rates are shown with their request-clustered 95%
-intervals (a rule from ci_low to ci_high) and their row counts (a bar strip under the
-rates), because a rate without its n invites over-reading sparse classes; sparse
-groups (fewer rows than min_count) are drawn hollow.
+Each function takes the file's JSON (not the typed view: the gap splits' classes and the
+speed model's per-k points have no record yet) and returns a plain Vega-Lite dict with
+its data inline, so the page needs no data files and tests can check data and
+encodings without rendering. Rates are drawn with their prompt-clustered 95% intervals
+and their row counts (a rate without its n invites over-reading sparse classes); sparse
+groups (fewer rows than min_count) are hollow.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import altair as alt
 
+from tokenlens.analysis.summary_file import Scope
 from tokenlens.analysis.token_classes import charted, class_entry
 from tokenlens.format import finite
 from tokenlens.report.chart_kit import (
@@ -49,15 +50,13 @@ _BYTE_LENGTH = class_entry("bytes_bucket").breakdown
 FAMILY_WORDS = {"trained": "trained drafters", "training_free": "training-free drafters"}
 
 
-def scope_words(summary: Mapping[str, Any]) -> str:
-    """`` (trained drafters, judged positions, runs ...)``: what the top-level per-language
-    sections cover (summary.json ``scope``); empty for a summary without one."""
-    scope = summary.get("scope") or {}
-    if not scope:
+def scope_words(scope: Scope | None) -> str:
+    """`` (trained drafters: run, run ...)``: what the top-level per-language sections
+    cover (summary.json ``scope``); empty for a summary without one."""
+    if scope is None:
         return ""
-    family = FAMILY_WORDS.get(str(scope.get("family")), str(scope.get("family")))
-    runs = ", ".join(str(r) for r in scope.get("runs") or [])
-    return f" ({family}: {runs})"
+    family = FAMILY_WORDS.get(str(scope.family), str(scope.family))
+    return f" ({family}: {', '.join(scope.runs)})"
 
 
 def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -> Spec:
@@ -68,7 +67,13 @@ def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -
         groups.sort(key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
     if key == _BYTE_LENGTH:  # buckets "1", ..., "10-12", ">=13": by their lower bound
         groups.sort(key=lambda g: int(g.lstrip(">=").split("-")[0]))
-    return _rate_spec(rows, groups, languages(summary), title + scope_words(summary), x_title)
+    return _rate_spec(
+        rows,
+        groups,
+        languages(summary),
+        title + scope_words(Scope.parse(summary.get("scope"))),
+        x_title,
+    )
 
 
 def acceptance_chart(summary: Mapping[str, Any]) -> Spec:

@@ -119,9 +119,8 @@ def context(
 def fmt_declared(s: Summary) -> str:
     """When the families of comparisons were declared (summary.json ``classes.declared``;
     "" for a summary written before it said)."""
-    classes = s.raw.get("classes")
-    text = classes.get("declared") if isinstance(classes, dict) else None
-    return md(text) if isinstance(text, str) else ""
+    text = s.classes.declared if s.classes is not None else None
+    return md(text) if text is not None else ""
 
 
 def _intro(s: Summary, bench_rows: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:

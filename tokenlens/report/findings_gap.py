@@ -13,8 +13,9 @@ from typing import Any
 from tokenlens import format as fmt
 from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
-from tokenlens.analysis.summary_figures import DomainGap, Estimate, Heterogeneity, Split, Support
+from tokenlens.analysis.summary_figures import Split, Support
 from tokenlens.analysis.summary_file import Family, Summary
+from tokenlens.analysis.summary_sections import DomainGap, Heterogeneity
 from tokenlens.analysis.token_classes import class_label, decomposed
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.report.findings_runs import family_words
@@ -90,14 +91,13 @@ def gap(s: Summary) -> dict[str, Any] | None:
     for name, family in s.families.items():
         if family.gap_length_standardised is None:
             continue
-        raw = ((s.raw.get("families") or {}).get(name) or {}).get("gap_length_standardised")
-        by = (raw or {}).get("by_standard") or {}
+        by = family.gap_length_standardised.by_standard
         standardised.append(
             {
                 "family": family_words(name),
                 "gap": fmt.interval(family.gap_length_standardised, "pp"),
-                "japanese": fmt.interval(Estimate.parse(by.get("japanese")), "pp") if by else "",
-                "english": fmt.interval(Estimate.parse(by.get("english")), "pp") if by else "",
+                "japanese": fmt.interval(by.get("japanese"), "pp") if by else "",
+                "english": fmt.interval(by.get("english"), "pp") if by else "",
             }
         )
     return {
@@ -311,8 +311,8 @@ def short_domains(s: Summary) -> list[dict[str, Any]]:
     and the families whose domains differ (permutation p below 5%)."""
     lines: list[dict[str, Any]] = []
     for name, fam in s.domains.items():
-        for kind, names in (("departs", fam.departures), ("concern", fam.concerns)):
-            for domain in names:
+        for kind, notes in (("departs", fam.departures), ("concern", fam.concerns)):
+            for domain in (note.domain for note in notes if note.domain in fam.domains):
                 lines.append(
                     {
                         "kind": kind,
@@ -379,7 +379,7 @@ def _het(het: Heterogeneity | None) -> dict[str, Any] | None:
     return {
         "not_estimable": fmt.md(het.not_estimable) if het.not_estimable else "",
         "permutations": fmt.md(het.permutations),
-        "left_out": ", ".join(fmt.md(x) for x in het.left_out),
+        "left_out": ", ".join(fmt.md(x) for x in het.left_out or ()),
         **_spread(het),
     }
 

@@ -53,18 +53,16 @@ def delta_speed(s: Summary) -> str:
     """δ in speed terms per drafter family and k (summary.json ``margin_in_speed``): the
     tokens per step a Japanese acceptance δ below English costs, and the change of
     speed, by the i.i.d. formula at the English judged rate ("" without it)."""
-    block = s.raw.get("margin_in_speed")
-    fams = block.get("families") if isinstance(block, dict) else None
-    if not fams:
+    if s.margin_in_speed is None or not s.margin_in_speed.families:
         return ""
     parts = []
-    for name, per_k in fams.items():
+    for name, per_k in s.margin_in_speed.families.items():
         cells = [
-            f"k = {k}: {num(e.get('difference'), 'rate')} tokens per step "
-            f"({num(e.get('relative_speed'), 'pp')}% speed) at acceptance "
-            f"{num(e.get('acceptance'), 'rate')}"
+            f"k = {k}: {num(e.difference, 'rate')} tokens per step "
+            f"({num(e.relative_speed, 'pp')}% speed) at acceptance "
+            f"{num(e.acceptance, 'rate')}"
             for k, e in per_k.items()
-            if isinstance(e, dict) and e.get("difference") is not None
+            if e.difference is not None
         ]
         if cells:
             parts.append(f"{family_words(name)}: " + "; ".join(cells))

@@ -300,7 +300,8 @@ def _domains(s: Summary) -> list[str]:
             lines += ["", f"Heterogeneity ({het.test}): {text}."]
         for label, items in (("Departs", fam.departures), ("Not settled", fam.concerns)):
             if items:
-                lines.append(f"{label} from the pooled reading: {', '.join(items)}.")
+                names = ", ".join(note.domain for note in items if note.domain)
+                lines.append(f"{label} from the pooled reading: {names}.")
         lines.append("")
     return lines
 
