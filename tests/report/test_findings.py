@@ -389,3 +389,37 @@ def test_the_best_speedup_keeps_its_caveat() -> None:
     assert plain["caveat"] == ""
     (flagged,) = short_speedups([{**row, "speedup_note": "measured in another bench invocation"}])
     assert flagged["caveat"] == "; measured in another bench invocation"
+
+
+def test_the_hardware_caveat_follows_the_device_the_runs_ran_on() -> None:
+    import copy
+
+    from tokenlens.analysis.pipeline import device_label
+
+    assert device_label({"engine": {"device": {"type": "cpu", "name": "x86"}}}) == "CPU"
+    h200 = {"engine": {"device": {"type": "cuda", "name": "NVIDIA H200", "used": 1}}}
+    assert device_label(h200) == "NVIDIA H200"
+    assert device_label({}) is None and device_label({"engine": {"device": None}}) is None
+
+    # the embedded pair's study: its scope prose has the hardware caveat
+    path = Path(__file__).resolve().parents[2] / "reports" / "full" / "analysis" / "summary.json"
+    demo = json.loads(path.read_text(encoding="utf-8"))
+
+    def hardware(summary: dict[str, Any]) -> str:
+        text = findings_markdown(summary)
+        return next(line for line in text.splitlines() if line.startswith("- **Hardware.**"))
+
+    cpu = copy.deepcopy(demo)
+    for run in cpu["runs"]:
+        run["device"] = "CPU"
+    assert hardware(cpu).startswith("- **Hardware.** vLLM runs on the CPU")
+    gpu = copy.deepcopy(demo)
+    for run in gpu["runs"]:
+        run["device"] = "NVIDIA H200"
+    assert hardware(gpu).startswith("- **Hardware.** vLLM ran on NVIDIA H200")
+    assert ", on NVIDIA H200." in findings_markdown(gpu)
+    # a summary from before devices were recorded reads as before (the CPU prose)
+    old = copy.deepcopy(demo)
+    for run in old["runs"]:
+        run.pop("device", None)
+    assert hardware(old).startswith("- **Hardware.** vLLM runs on the CPU")

@@ -209,9 +209,23 @@ def provenance(manifest: Mapping[str, Any]) -> dict[str, Any]:
     source = manifest.get("replay_source")
     return {
         "dtype": str(dtype) if dtype else None,
+        "device": device_label(manifest),
         "models": models,
         "replay_source": Path(str(source)).name if source else None,
     }
+
+
+def device_label(manifest: Mapping[str, Any]) -> str | None:
+    """The device the run's engine computed on, as its manifest's ``engine.device``
+    names it: ``CPU``, or the accelerator's name (``NVIDIA H200``); None when the
+    manifest predates that record."""
+    engine = manifest.get("engine")
+    device = engine.get("device") if isinstance(engine, Mapping) else None
+    if not isinstance(device, Mapping) or not device.get("type"):
+        return None
+    if device["type"] == "cpu":
+        return "CPU"
+    return str(device.get("name") or device["type"])
 
 
 def _families(config: AnalyzeConfig) -> dict[str, str]:

@@ -277,6 +277,7 @@ class RunSummary(Section):
     by_position_conditional: dict[str, dict[str, Rate]] = field(default_factory=dict)
     text_per_step: dict[str, dict[str, Estimate]] = field(default_factory=dict)
     dtype: str | None = None
+    device: str | None = None  # CPU, or the accelerator's name; None: not recorded
     replay_source: str | None = None
     replayed_from: str | None = None
     models: tuple[Mapping[str, Any], ...] = ()

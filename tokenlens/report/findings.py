@@ -141,15 +141,18 @@ def _intro(s: Summary, bench_rows: Sequence[Mapping[str, Any]] | None) -> dict[s
     }
 
 
-def _scope(s: Summary) -> dict[str, bool]:
+def _scope(s: Summary) -> dict[str, Any]:
     """Which fixed scope prose applies: the embedded pair's (by the signature's target)
-    or the general one, and greedy or sampled decoding."""
+    or the general one, greedy or sampled decoding, and the accelerators the runs ran on
+    ("" when every run ran on the CPU or did not record its device)."""
     from tokenlens.models.embedded import TARGET
 
     sig = parse_signature(s.signature or "")
+    accelerators = sorted({r.device for r in s.runs if r.device and r.device != "CPU"})
     return {
         "embedded": sig.get("model", "").split("@")[0] == TARGET.key,
         "greedy": sig.get("sampling", "").startswith("greedy"),
+        "accelerators": md(", ".join(accelerators)),
     }
 
 

@@ -89,6 +89,7 @@ def _provenance(s: Summary, checks: Sequence[Mapping[str, Any]] | None) -> dict[
         "dtypes": md(
             ", ".join(sorted({r.dtype.removeprefix("torch.") for r in s.runs if r.dtype}))
         ),
+        "devices": md(", ".join(sorted({r.device for r in s.runs if r.device}))),
         "replays": [
             {
                 "count": len(runs),
