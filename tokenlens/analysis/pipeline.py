@@ -144,6 +144,7 @@ def _analyze(
             )
         )
         progress.advance()
+        del run  # its tables leave memory before the next run's join or the figures
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     del frames
     frame = compact(study_columns(frame, families, domains, directions))
