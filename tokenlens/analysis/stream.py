@@ -176,11 +176,29 @@ def compact(frame: pd.DataFrame) -> pd.DataFrame:
         if not isinstance(frame[name].dtype, pd.CategoricalDtype):
             frame[name] = frame[name].astype("category")
         elif not frame[name].cat.categories.is_monotonic_increasing:
-            frame[name] = frame[name].cat.reorder_categories(sorted(frame[name].cat.categories))
+            cats = frame[name].cat.categories
+            frame[name] = frame[name].cat.reorder_categories(cats.sort_values())
     for name, dtype in frame.dtypes.items():
         if isinstance(dtype, pd.StringDtype) and dtype.storage == "python":
             frame[name] = frame[name].astype(ARROW_STRING)
     return frame
+
+
+def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The runs' compacted frames as one, the token-string columns kept categorical
+    (their categories made one union first: pandas would turn categoricals with
+    different categories into one Python string per row)."""
+    if len(frames) == 1:
+        return frames[0]
+    for name in FREE_TEXT:
+        if not all(name in f and isinstance(f[name].dtype, pd.CategoricalDtype) for f in frames):
+            continue
+        union = frames[0][name].cat.categories
+        for f in frames[1:]:
+            union = union.append(f[name].cat.categories).unique()
+        for f in frames:
+            f[name] = f[name].cat.set_categories(union)
+    return pd.concat(frames, ignore_index=True)
 
 
 ARROW_STRING = pd.StringDtype("pyarrow")
