@@ -20,8 +20,8 @@ import pytest
 from tests.support import REPO
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis import stream as stream_module
-from tokenlens.analysis.join import join_run, run_vocabulary
 from tokenlens.analysis.columns import labels
+from tokenlens.analysis.join import join_run, run_vocabulary
 from tokenlens.analysis.stream import UNREAD, compact, join_chunked, request_chunks
 from tokenlens.demo import domain_file
 from tokenlens.demo.sizes import ALL_CORPORA, SIZES
