@@ -115,28 +115,3 @@ def test_analyze_in_small_chunks_writes_the_committed_demo(
     events = sum(read_run(p).events.num_rows for p in RUNS)  # type: ignore[union-attr]
     keys = ["run", "request_id", "step", "position"]
     assert len(tokens) == events and not tokens.duplicated(keys).any()
-
-
-def test_runs_joined_column_by_column_equal_one_concat() -> None:
-    """concat_runs (column by column, with one union of token categories) gives the
-    frame pd.concat gives the same runs' frames once their token categories agree."""
-    from tokenlens.analysis.stream import concat_runs
-
-    def frames() -> list[pd.DataFrame]:
-        out = []
-        for path in RUNS:
-            run = read_run(path)
-            joined = join_run(run, path.name, run_vocabulary(run, None))
-            out.append(compact(joined.drop(columns=list(UNREAD))))
-        return out
-
-    assert len(RUNS) > 1
-    got = concat_runs(frames())
-    reference = frames()
-    union = reference[0]["token_text"].cat.categories
-    for f in reference[1:]:
-        union = union.append(f["token_text"].cat.categories).unique()
-    for f in reference:
-        f["token_text"] = f["token_text"].cat.set_categories(union)
-    pd.testing.assert_frame_equal(got, pd.concat(reference, ignore_index=True), check_exact=True)
-    assert isinstance(got["token_text"].dtype, pd.CategoricalDtype)

@@ -198,17 +198,7 @@ def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
             union = union.append(f[name].cat.categories).unique()
         for f in frames:
             f[name] = f[name].cat.set_categories(union)
-    names = list(frames[0].columns)
-    if any(list(f.columns) != names for f in frames[1:]):
-        return pd.concat(frames, ignore_index=True)
-    # column by column, each run's column let go once joined: not two whole copies of
-    # the study's frame at once, as one pd.concat of the frames holds
-    columns = {}
-    for name in names:
-        columns[name] = pd.concat([f[name] for f in frames], ignore_index=True)
-        for f in frames:
-            del f[name]
-    return pd.DataFrame(columns)
+    return pd.concat(frames, ignore_index=True)
 
 
 ARROW_STRING = pd.StringDtype("pyarrow")
