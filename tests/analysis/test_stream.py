@@ -20,8 +20,9 @@ import pytest
 from tests.support import REPO
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis import stream as stream_module
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.join import join_run, run_vocabulary
-from tokenlens.analysis.stream import join_chunked, request_chunks
+from tokenlens.analysis.stream import UNREAD, compact, join_chunked, request_chunks
 from tokenlens.demo import domain_file
 from tokenlens.demo.sizes import ALL_CORPORA, SIZES
 from tokenlens.packaged import corpora_dir
@@ -60,6 +61,25 @@ def test_the_chunked_join_is_the_join_of_the_whole_run(path: Path) -> None:
     for name in whole.columns:
         if isinstance(whole[name].dtype, pd.CategoricalDtype):
             assert list(chunked[name].cat.categories) == list(whole[name].cat.categories), name
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name)
+def test_compacted_chunks_are_the_compacted_join_of_the_whole_run(path: Path) -> None:
+    """The figures' frame, compacted chunk by chunk as analyze keeps it, equals the
+    whole run's join compacted once: same values, labels, dtypes and category order."""
+    run = read_run(path)
+    vocab = run_vocabulary(run, None)
+    whole = compact(join_run(run, "x", vocab).drop(columns=list(UNREAD)))
+    chunked = compact(join_chunked(run, "x", vocab, events=40, drop=UNREAD))
+    pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
+    assert isinstance(whole["token_text"].dtype, pd.CategoricalDtype)
+    assert list(whole["token_text"].cat.categories) == sorted(whole["token_text"].cat.categories)
+    assert whole["particle_type"].dtype == pd.StringDtype("pyarrow")
+    # particle_type's labels (a class column) as the uncompacted frame gives them,
+    # "<NA>" included; token_text is read only through value_codes, never labels
+    plain = join_run(run, "x", vocab)
+    assert np.array_equal(labels(chunked, "particle_type"), labels(plain, "particle_type"))
+    assert (labels(chunked, "particle_type") == "<NA>").any()
 
 
 def without_paths(value: Any) -> Any:

@@ -57,17 +57,21 @@ def regression(
     code = lang_code(frame)
     keep = rows & (code >= 0)
     use_conf = "top1_prob" in frame and bool(np.isfinite(frame["top1_prob"].to_numpy()[keep]).all())
-    sub = frame.loc[keep, [column, "position", "accepted", "run", "request_id"]].copy()
-    if use_conf:
-        sub["conf"] = frame.loc[keep, "top1_prob"].to_numpy()
-    sub["ja"] = (code[keep] == 0).astype(np.float64)
-    sub["cluster"] = pd.factorize(prompt_keys(frame)[keep])[0]
-    if len(sub) > REGRESSION_MAX_ROWS:
-        clusters = np.unique(sub["cluster"].to_numpy())
-        frac = REGRESSION_MAX_ROWS / len(sub)
+    cluster = pd.factorize(prompt_keys(frame)[keep])[0]
+    judged = np.flatnonzero(keep)
+    if len(judged) > REGRESSION_MAX_ROWS:
+        # the sample first, then a copy of its rows only (not of every judged row)
+        clusters = np.unique(cluster)
+        frac = REGRESSION_MAX_ROWS / len(judged)
         rng = np.random.default_rng(seed)
         chosen = rng.choice(clusters, size=max(2, int(len(clusters) * frac)), replace=False)
-        sub = sub[sub["cluster"].isin(chosen)]
+        sampled = np.isin(cluster, chosen)
+        judged, cluster = judged[sampled], cluster[sampled]
+    sub = frame.iloc[judged][[column, "position", "accepted", "run", "request_id"]].copy()
+    if use_conf:
+        sub["conf"] = frame["top1_prob"].to_numpy()[judged]
+    sub["ja"] = (code[judged] == 0).astype(np.float64)
+    sub["cluster"] = cluster
     if len(sub) < 2 * min_count or sub["ja"].nunique() < 2:
         return {"error": "too few judged Japanese and English rows"}
     cls = sub[column].astype(str)

@@ -31,7 +31,14 @@ from tokenlens.analysis.inputs import CheckedInputs, validate_inputs
 from tokenlens.analysis.join import OUTPUTS_SCHEMA, output_texts, run_vocabulary
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
-from tokenlens.analysis.stream import UNREAD, TableSink, compact, join_chunked, plain_strings
+from tokenlens.analysis.stream import (
+    UNREAD,
+    TableSink,
+    compact,
+    concat_runs,
+    join_chunked,
+    plain_strings,
+)
 from tokenlens.analysis.summarize import RunInfo, summarize
 from tokenlens.analysis.verdicts import rules_identity
 from tokenlens.capture.reconcile import reconciliation
@@ -144,7 +151,8 @@ def _analyze(
             )
         )
         progress.advance()
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        del run  # its tables leave memory before the next run's join or the figures
+    frame = concat_runs(frames)
     del frames
     frame = compact(study_columns(frame, families, domains, directions))
     if frame.empty:

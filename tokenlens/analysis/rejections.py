@@ -133,39 +133,46 @@ def classify_rejections(
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     todo = rows.rejected & (draft >= 0) & (draft < size) & (emitted >= 0)
-    for i in np.flatnonzero(todo):
-        r = int(rows.request[i])
-        start, stop = int(offsets[r]), int(offsets[r + 1])
-        at = start + int(rows.output_index[i]) if rows.output_index[i] >= 0 else stop
-        d_bytes = pieces[int(draft[i])]
-        e_bytes = pieces[int(emitted[i])] if emitted[i] < size else b""
-        tail = b"".join(pieces[int(t)] for t in flat_ids[max(start, at - 4) : at] if t < size)[-4:]
-        if rows.output_index[i] >= 0:
-            target = b""
+    # Python ints from here on: the loop runs once per rejected event, and indexing
+    # lists is several times faster than converting numpy scalars one by one.
+    request, step, out_index = rows.request.tolist(), rows.step.tolist(), rows.output_index.tolist()
+    drafts, emits, ids = draft.tolist(), emitted.tolist(), flat_ids.tolist()
+    order_l, rank_l, offs = order.tolist(), rank.tolist(), offsets.tolist()
+    blank = b""
+    for i in np.flatnonzero(todo).tolist():
+        r = request[i]
+        start, stop = offs[r], offs[r + 1]
+        at = start + out_index[i] if out_index[i] >= 0 else stop
+        d_bytes = pieces[drafts[i]]
+        e_bytes = pieces[emits[i]] if emits[i] < size else blank
+        tail = blank.join([pieces[t] for t in ids[max(start, at - 4) : at] if t < size])[-4:]
+        if out_index[i] >= 0:
+            target = blank
             j = at
             while j < stop and len(target) < len(d_bytes):
-                t = int(flat_ids[j])
-                target += pieces[t] if t < size else b""
+                t = ids[j]
+                target += pieces[t] if t < size else blank
                 j += 1
             complete = len(target) >= len(d_bytes)
         else:
             target, complete = e_bytes, len(e_bytes) >= len(d_bytes)
         cont = d_bytes
-        j = int(rank[i]) + 1
+        j = rank_l[i] + 1
         while j < n and len(cont) < len(e_bytes):
-            row = int(order[j])
-            if rows.request[row] != r or rows.step[row] != rows.step[i]:
+            row = order_l[j]
+            if request[row] != r or step[row] != step[i]:
                 break  # the step ended
-            later = int(draft[row])
+            later = drafts[row]
             if later < 0 or later >= size:
                 break  # an unknown draft: C is known only up to here
             cont += pieces[later]
             j += 1
-        kind[i] = rejection_kind(d_bytes, e_bytes, target, complete, cont)
+        kind_i = rejection_kind(d_bytes, e_bytes, target, complete, cont)
+        kind[i] = kind_i
         flags["draft_partial"][i] = ends_inside_char(tail + d_bytes)
         flags["emitted_partial"][i] = ends_inside_char(tail + e_bytes)
-        if kind[i] in RESEGMENTATION:
+        if kind_i in RESEGMENTATION:
             flags["rejection_whitespace"][i] = whitespace_cut(d_bytes, e_bytes)
-        elif kind[i] != UNKNOWN:
+        elif kind_i != UNKNOWN:
             flags["rejection_whitespace"][i] = False
     return {"rejection_kind": kind, **flags}

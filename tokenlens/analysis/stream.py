@@ -94,8 +94,9 @@ def join_chunked(
         part = join_run(sub, label, vocab)
         if sink is not None:
             sink(sub, part)
-        parts.append(part.drop(columns=list(drop)))
+        parts.append(compact(part.drop(columns=list(drop))) if drop else part)
         rows.append(taken)
+        del part
     return reassemble(parts, np.concatenate(rows))
 
 
@@ -163,12 +164,45 @@ FREE_TEXT = ("token_text", "draft_text")
 
 def compact(frame: pd.DataFrame) -> pd.DataFrame:
     """The figures' frame: the token-string columns as categoricals (one code per row,
-    each distinct token once), for memory and for :func:`~tokenlens.analysis.columns.
-    value_codes`; no figure reads their dtype. tokens.parquet keeps them as strings."""
+    each distinct token once, categories sorted as ``astype("category")`` sorts them),
+    for memory and for :func:`~tokenlens.analysis.columns.value_codes`; no figure reads
+    their dtype. Other string columns (``particle_type``) keep pandas' string dtype
+    with Arrow storage: the same values, missing values and ``astype(str)`` labels
+    (``"<NA>"``, which a categorical would turn into ``"nan"``) in a fifth of the
+    memory of one Python string per row. tokens.parquet keeps them as strings."""
     for name in FREE_TEXT:
-        if name in frame and not isinstance(frame[name].dtype, pd.CategoricalDtype):
+        if name not in frame:
+            continue
+        if not isinstance(frame[name].dtype, pd.CategoricalDtype):
             frame[name] = frame[name].astype("category")
+        elif not frame[name].cat.categories.is_monotonic_increasing:
+            cats = frame[name].cat.categories
+            frame[name] = frame[name].cat.reorder_categories(cats.sort_values())
+    for name, dtype in frame.dtypes.items():
+        if isinstance(dtype, pd.StringDtype) and dtype.storage == "python":
+            frame[name] = frame[name].astype(ARROW_STRING)
     return frame
+
+
+def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The runs' compacted frames as one, the token-string columns kept categorical
+    (their categories made one union first: pandas would turn categoricals with
+    different categories into one Python string per row)."""
+    if len(frames) == 1:
+        return frames[0]
+    for name in FREE_TEXT:
+        if not all(name in f and isinstance(f[name].dtype, pd.CategoricalDtype) for f in frames):
+            continue
+        union = frames[0][name].cat.categories
+        for f in frames[1:]:
+            union = union.append(f[name].cat.categories).unique()
+        for f in frames:
+            f[name] = f[name].cat.set_categories(union)
+    return pd.concat(frames, ignore_index=True)
+
+
+ARROW_STRING = pd.StringDtype("pyarrow")
+"""The figures' frame's dtype for string columns that are not token strings."""
 
 
 class TableSink:
