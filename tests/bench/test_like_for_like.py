@@ -9,6 +9,8 @@ the real bench code. Warnings and their wording are checked on made-up rows.
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,11 @@ import pytest
 from tests.support import FakeVllm, write_plan
 from tokenlens.bench.config import BenchConfig
 from tokenlens.bench.measure import run_bench
+from tokenlens.bench.results_md import results_markdown
 from tokenlens.bench.rows import slowdown_warning, with_speedups
 from tokenlens.bench.vllm_check import VllmVocabulary
 from tokenlens.bench_results import (
+    BENCH_JSON,
     COLUMN_NAMES,
     FIRST_COLUMNS,
     SECOND_COLUMNS,
@@ -173,6 +177,25 @@ def test_a_resumed_bench_says_which_ratios_mix_invocations(
     assert draft["plain_same_session"] is False and draft["traced_over_plain"] is not None
     text = (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
     assert "| **no** |" in text and "**Not like for like** where *one invocation*" in text
+
+
+def test_a_results_csv_from_before_sessions_does_not_claim_another_invocation(
+    tmp_path: Path, fake_vllm: FakeVllm
+) -> None:
+    _bench(tmp_path, fake_vllm, v1=True, plain=("*/draft-k3/*",))
+    out = tmp_path / "out"
+    path = out / "results.csv"
+    n = len(SECOND_COLUMNS)  # the file as a bench before sessions wrote it
+    with path.open(newline="", encoding="utf-8") as fh:
+        cut = [cells[:n] for cells in csv.reader(fh)]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(cut)
+    rows = read_results(path)
+    draft = next(r for r in rows if r["method_label"] == "draft")
+    assert draft["plain_tok_s"] is not None and draft["plain_same_session"] is None
+    text = results_markdown(rows, json.loads((out / BENCH_JSON).read_text(encoding="utf-8")))
+    line = next(x for x in text.splitlines() if x.startswith("| draft | 3 | ja |") and "| – |" in x)
+    assert line.endswith("| – |") and "**no**" not in text and "Not like for like" not in text
 
 
 def test_a_speedup_across_bench_invocations_carries_a_caveat() -> None:

@@ -60,6 +60,9 @@ LEGEND = (
     "were measured by the same bench invocation (no: a resumed bench, not like for like).",
     f"- {MISSING}: missing or does not apply.",
 )
+# *one invocation* of the traced/plain table; a results.csv written before sessions were
+# recorded has neither answer (MISSING).
+_ONE_INVOCATION: dict[bool | None, str] = {True: "yes", False: "**no**"}
 
 
 def lang_of(row: Mapping[str, Any]) -> str:
@@ -294,13 +297,13 @@ class BenchGroup:
                     "throughput",
                 ),
                 num(r.get("traced_over_plain"), "ratio"),
-                "yes" if r.get("plain_same_session", True) else "**no**",
+                _ONE_INVOCATION.get(r.get("plain_same_session"), MISSING),
             ]
             for r in rows
         ]
         title = "### Traced vs plain (the same cases on an engine without tokenlens)"
         lines = [title, "", *md_table(header, body, right=[1, 3, 4, 5])]
-        if any(not r.get("plain_same_session", True) for r in rows):
+        if any(r.get("plain_same_session") is False for r in rows):
             lines += [
                 "**Not like for like** where *one invocation* reads no: the traced and the "
                 "plain tok/s were measured by different bench invocations (the bench was "
