@@ -267,10 +267,18 @@ def stage_check(a: argparse.Namespace) -> None:
     records_path = a.work / "training" / "records.json"
     records = read_json(records_path)
     dirs = {n: a.work / "drafters" / n for n in sorted(records.get("drafters", {}))}
+    refs: dict[str, Path] = {UNTUNED: a.drafter}
+    if a.drafter_layers:  # the shallow drafter before distillation: measured, not judged
+        from control_kit.finetune import shallow_reference
+
+        name = f"{UNTUNED}_{a.drafter_layers}layers"
+        refs[name] = shallow_reference(
+            a.drafter, a.drafter_layers, a.work / "drafters-reference" / name
+        )
     result = run_check(
         records,
         a.work / "training" / "heldout.jsonl",
-        {UNTUNED: a.drafter, **dirs},
+        {**refs, **dirs},
         untuned=UNTUNED,
         margin=a.check_margin,
         seq_len=a.seq_len,

@@ -136,7 +136,7 @@ def _heldout_file(
                 f.write(json.dumps(row) + "\n")
 
 
-def _run_check(work: Path, untuned: Path) -> subprocess.CompletedProcess[str]:
+def _run_check(work: Path, untuned: Path, *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -148,6 +148,7 @@ def _run_check(work: Path, untuned: Path) -> subprocess.CompletedProcess[str]:
             str(untuned),
             "--seq-len",
             "64",
+            *more,
         ],
         capture_output=True,
         text=True,
@@ -189,6 +190,34 @@ def test_the_check_stage_records_agreement_and_stops_a_failed_manipulation(tmp_p
             assert last.startswith("manipulation check FAILED") and "trace nothing" in last
             assert check["passed"] is False and check["examples"] == 6
         assert "untuned_heldout_agreement" in rec
+
+
+def test_a_shallow_run_s_check_also_measures_the_untrained_cut_drafter(tmp_path: Path) -> None:
+    """With --drafter-layers N the check measures the untuned drafter cut to N layers
+    (saved once, untrained) beside the others, records it apart from the judged ones and
+    leaves the check's rule to the untuned full drafter."""
+    a, b, c = (_tiny(tmp_path, s, n) for s, n in ((1, "A"), (2, "B"), (3, "C")))
+    prompts = _prompts(3)
+    ja = {i: _greedy(a, p, 8) for i, p in enumerate(prompts)}
+    en = {i: _greedy(b, p, 8) for i, p in enumerate(prompts)}
+    work = tmp_path / "w"
+    (work / "training").mkdir(parents=True)
+    (work / "drafters").mkdir()
+    _heldout_file(work / "training" / "heldout.jsonl", ja, en)
+    for name, src in (("ja000", b), ("ja100", a)):
+        (work / "drafters" / name).symlink_to(src)
+    records = {"drafters": {"ja000": {"share": 0.0}, "ja100": {"share": 1.0}}}
+    (work / "training" / "records.json").write_text(json.dumps(records))
+    out = _run_check(work, c, "--drafter-layers", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rec = json.loads((work / "training" / "records.json").read_text())
+    refs = rec["reference_heldout_agreement"]
+    assert set(refs) == {"untuned", "untuned_1layers"}
+    assert refs["untuned"] == rec["untuned_heldout_agreement"]
+    assert rec["manipulation_check"]["values"]["gap_untuned"] == refs["untuned"]["gap"]["value"]
+    cut = work / "drafters-reference" / "untuned_1layers"
+    assert json.loads((cut / "config.json").read_text())["num_hidden_layers"] == 1
+    assert "untuned_1layers" not in rec["drafters"]
 
 
 def test_heldout_prompts_share_nothing_with_training_or_evaluation() -> None:

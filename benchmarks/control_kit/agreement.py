@@ -237,7 +237,8 @@ def run_check(
 ) -> dict[str, Any]:
     """Measure every drafter in ``dirs`` (``untuned`` among them) on ``heldout``, write
     each trained one's summary to ``records["drafters"][name]["heldout_agreement"]``, the
-    untuned one's and the check's result to ``records``; the result."""
+    untuned one's, every untrained reference's (``reference_heldout_agreement``) and the
+    check's result to ``records``; the result."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -260,5 +261,6 @@ def run_check(
     shares = {n: float(drafters[n]["share"]) for n in drafters}
     result = check(by, shares, untuned=untuned, margin=margin)
     records["untuned_heldout_agreement"] = by[untuned]
+    records["reference_heldout_agreement"] = {n: by[n] for n in dirs if n not in drafters}
     records["manipulation_check"] = {**result, "heldout": str(heldout), "examples": len(examples)}
     return result

@@ -289,6 +289,20 @@ def _set_depth(config: dict[str, Any], layers: int) -> None:
         config["max_window_layers"] = min(config["max_window_layers"], layers)
 
 
+def shallow_reference(drafter: Path, layers: int, out: Path, dtype: str = "bfloat16") -> Path:
+    """Save ``drafter`` cut to its first ``layers`` decoder layers, untrained, at ``out``
+    (once; an existing copy is kept): what a shallow drafter knows before distillation,
+    measured beside the trained ones by the check. The directory."""
+    if (out / WEIGHTS).exists():
+        return out
+    model = AutoModelForCausalLM.from_pretrained(str(drafter), dtype=torch.float32)
+    shallow(model, layers)
+    save(model, drafter, out, dtype)
+    del model
+    gc.collect()
+    return out
+
+
 def _transformers_version() -> str:
     import transformers
 
