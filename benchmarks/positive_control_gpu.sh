@@ -65,7 +65,7 @@ checked() {  # the manipulation check; on failure pack what there is and stop (e
 restore() {  # unpack a `generate` command's $OUT (FROM) into WORK
   local from=${FROM:?set FROM to the OUT of the generate command}
   from=$(cd "$from" && pwd) || exit 1
-  ( cd "$(dirname "$WORK")" && tar -xzf "$from/control-training.tgz" ) || exit 1
+  tar -xzf "$from/control-training.tgz" -C "$WORK" --strip-components=1 --wildcards "*/training/*" || exit 1
   gunzip -c "$from/control-generations.jsonl.gz" > "$WORK/training/generations.jsonl" || exit 1
   if grep -q '"drafters"' "$WORK/training/records.json" 2>/dev/null; then
     # a finished run's records (FROM a committed run): kept aside, this run starts its own

@@ -5,6 +5,7 @@ fine-tune of a tiny model on the CPU, and study.json from hand-made analysis out
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -349,3 +350,33 @@ def test_gap_differences_resample_prompt_pairs_jointly() -> None:
     assert d["ci_low"] < d["decision_low"] < d["value"] < d["decision_high"] < d["ci_high"] < 0
     same = out["differences"]["ja000 - ja000"]
     assert same["value"] == same["ci_low"] == same["ci_high"] == 0.0
+
+
+def test_the_gpu_driver_restores_a_committed_run_into_any_work_directory(tmp_path: Path) -> None:
+    """`positive_control_gpu.sh WORK train` with FROM= a committed run (relative path)
+    unpacks its training files into WORK whatever WORK is called, sets the finished run's
+    records aside, and (every stage failing here: PY=false) traces nothing and exits 3."""
+    work = tmp_path / "not-pc"
+    env = {
+        **os.environ,
+        "FROM": "reports/gpu/control/run2",
+        "OUT": str(tmp_path / "out"),
+        "TOKENLENS_CACHE": str(tmp_path / "cache"),
+        "PY": "false",
+    }
+    out = subprocess.run(
+        ["bash", "benchmarks/positive_control_gpu.sh", str(work), "train", "60"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 3, out.stdout[-2000:] + out.stderr[-2000:]
+    training = work / "training"
+    assert (training / "heldout.jsonl").stat().st_size > 0
+    assert not (training / "records.json").exists()
+    assert "drafters" in json.loads((training / "records-restored.json").read_text())
+    n = sum(1 for _ in (training / "generations.jsonl").open())
+    assert n == 9216
+    assert not (work / "runs").exists()
