@@ -146,9 +146,10 @@ def test_the_control_is_refused_outside_its_range_with_the_violation() -> None:
     assert contrast["control"]["holds"] is False and contrast["control"]["range"] == 0.06
 
 
-def test_a_measured_size_violation_makes_h2_not_estimable() -> None:
+def test_a_measured_size_violation_makes_h2_not_estimable_and_bounded() -> None:
     # H2 planted (-10 pp) and the n-gram drafter ~20 pp better on Japanese: the DiD
-    # would read ~-30 pp; the control is refused and H2 cannot be supported
+    # would read ~-30 pp; the control is refused, the DiD is not read, and H2 follows
+    # from the trained drafter's within-confidence gap bounded by ±6 pp
     study = simulate_study(ALL_SCENARIOS["h2_ngram+20"], 40, seed=5)
     summary = analyze(study, 100, seed=0)
     h2 = summary["hypotheses"]["H2"]
@@ -158,7 +159,14 @@ def test_a_measured_size_violation_makes_h2_not_estimable() -> None:
         contrast["within_training_free"]["value"]
     )
     assert contrast["control"]["violation"] > 0.06
-    assert h2["verdict"] != "supported"
+    within = contrast["within_trained"]
+    bounded = h2["bounded"]
+    assert bounded["bound"] == 0.06
+    assert bounded["interval"]["decision_high"] == pytest.approx(within["decision_high"] + 0.06)
+    assert bounded["interval"]["decision_low"] == pytest.approx(within["decision_low"] - 0.06)
+    supported = within["decision_high"] + 0.06 < -0.02 and within["decision_high"] < -0.02
+    assert (h2["verdict"] == "supported") == supported
+    assert h2["reading"] == bounded["reading"]
     # parallel trends holding: the control is read
     study = simulate_study(ALL_SCENARIOS["h2"], 40, seed=5)
     summary = analyze(study, 100, seed=0)

@@ -201,6 +201,36 @@ def read(
     return tri({"ci_low": figure.get(keys[0]), "ci_high": figure.get(keys[1])}, delta)
 
 
+def bounded_reading(
+    check: Mapping[str, Any] | None,
+    bound: float,
+    delta: float,
+    keys: tuple[str, str] = DECISION_KEYS,
+) -> str:
+    """H2's effect read where its control does not hold: the difference in differences
+    is then known only to lie within ``bound`` of the trained drafter's within-confidence
+    gap (``check``), if the gap any drafter would show there for reasons of the text
+    alone lies within ±``bound`` (the range the control was measured under). *yes* when
+    even the least negative value of that range is beyond −δ (decision interval's upper
+    end + ``bound`` < −δ), *no* when even the most negative is not (lower end − ``bound``
+    > −δ), else *unsure*; *n/a* without an interval. At most α of studies whose true
+    within gap lies in ±``bound`` read *yes*: ``supported`` keeps its error rate under
+    the stated assumption (docs/analysis.md, "H2 without its control")."""
+    if check is None:
+        return NA
+    lo_, hi_ = check.get(keys[0]), check.get(keys[1])
+    if lo_ is None or hi_ is None:
+        return NA
+    lo, hi = float(lo_), float(hi_)
+    if not hi > lo:
+        return NA
+    if hi + bound < -delta:
+        return YES
+    if lo - bound > -delta:
+        return NO
+    return UNSURE
+
+
 def verdict_of(
     gate: Mapping[str, Any] | None,
     effect: Mapping[str, Any] | None,
@@ -208,13 +238,19 @@ def verdict_of(
     delta: float,
     both: bool,
     keys: tuple[str, str] = DECISION_KEYS,
+    bound: float | None = None,
 ) -> str:
     """A verdict from its three figures alone: the no-deficit gate (the family's gap),
     then the effect and the check by the veto rule (``both``: the conjunction rule).
-    The same rules as :func:`decide` (the minimum-prompts gate aside), so that a verdict
-    can be recomputed at another δ, on another gap or on the reported interval."""
+    ``bound``: H2's control did not hold, so the effect is read from the check by
+    :func:`bounded_reading`. The same rules as :func:`decide` (the minimum-prompts gate
+    aside), so that a verdict can be recomputed at another δ, on another gap or on the
+    reported interval."""
     if read(gate, delta, keys) == NO:
         return NO_DEFICIT
-    reading = read(effect, delta, keys)
+    if bound is not None:
+        reading = bounded_reading(check, bound, delta, keys)
+    else:
+        reading = read(effect, delta, keys)
     check_reading = read(check, delta, keys) if check is not None else None
     return conjoin(reading, check_reading or NA) if both else combine(reading, check_reading)

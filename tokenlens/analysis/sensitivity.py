@@ -54,7 +54,9 @@ LIMIT = 0.5  # no δ beyond 50 pp is considered
 
 
 def figures(parts: Parts, hypothesis: str) -> dict[str, Any]:
-    """The gate (judged and all-token gap), effect and check a hypothesis reads."""
+    """The gate (judged and all-token gap), effect and check a hypothesis reads, and
+    H2's bound where its control does not hold (:func:`rules.bounded_reading`)."""
+    bound = None
     if hypothesis == "H1":
         fam = TRAINED if TRAINED in parts.families else FREE
         block = parts.families.get(fam) or {}
@@ -68,6 +70,8 @@ def figures(parts: Parts, hypothesis: str) -> dict[str, Any]:
         effect = contrast.get("difference")
         check = contrast.get("within_trained")
         both = True
+        control = contrast.get("control") or {}
+        bound = control.get("range") if control.get("reason") else None
     return {
         "gate": block.get("gap_judged"),
         "gate_all": block.get("gap_all"),
@@ -75,6 +79,7 @@ def figures(parts: Parts, hypothesis: str) -> dict[str, Any]:
         "effect": effect,
         "check": check,
         "both": both,
+        "bound": bound,
     }
 
 
@@ -89,11 +94,25 @@ def _bounds(figure: Mapping[str, Any] | None, keys: tuple[str, str] | None) -> l
     return [-float(x) for x in (lo, hi) if x is not None and np.isfinite(float(x))]
 
 
+def _bounded_points(check: Mapping[str, Any] | None, bound: float | None) -> list[float]:
+    """The δ values where :func:`bounded_reading` of ``check`` changes (none without a
+    bound): −(upper end) − bound and −(lower end) + bound."""
+    if check is None or bound is None:
+        return []
+    lo, hi = decision_bounds(dict(check))
+    out = []
+    if hi is not None and np.isfinite(float(hi)):
+        out.append(-float(hi) - bound)
+    if lo is not None and np.isfinite(float(lo)):
+        out.append(-float(lo) + bound)
+    return out
+
+
 def flips(f: Mapping[str, Any], delta: float) -> dict[str, Any]:
     """The nearest δ below and above ``delta`` where :func:`verdict_of` changes."""
 
     def at(d: float) -> str:
-        return verdict_of(f["gate"], f["effect"], f["check"], d, f["both"])
+        return verdict_of(f["gate"], f["effect"], f["check"], d, f["both"], bound=f.get("bound"))
 
     now = at(delta)
     points = sorted(
@@ -103,6 +122,7 @@ def flips(f: Mapping[str, Any], delta: float) -> dict[str, Any]:
             for b in _bounds(fig, None)
             if 0.0 < b < LIMIT
         }
+        | {b for b in _bounded_points(f["check"], f.get("bound")) if 0.0 < b < LIMIT}
     )
     eps = 1e-9
     below = None
@@ -150,7 +170,14 @@ def per_k(
             all_tokens = (
                 verdict
                 if verdict == INSUFFICIENT
-                else verdict_of(f["gate_all"], f["effect"], f["check"], rules.delta, f["both"])
+                else verdict_of(
+                    f["gate_all"],
+                    f["effect"],
+                    f["check"],
+                    rules.delta,
+                    f["both"],
+                    bound=f.get("bound"),
+                )
             )
             entry[name] = {
                 "verdict": verdict,
@@ -171,7 +198,9 @@ def _length(f: Mapping[str, Any], rules: Rules) -> dict[str, Any]:
     if gate is None or gate.get("value") is None:
         why = (gate or {}).get("not_estimable") or "no length-standardised gap"
         return {"verdict": None, "not_estimable": why, "gap": _figure(gate)}
-    verdict = verdict_of(gate, f["effect"], f["check"], rules.delta, f["both"])
+    verdict = verdict_of(
+        gate, f["effect"], f["check"], rules.delta, f["both"], bound=f.get("bound")
+    )
     return {"verdict": verdict, "gap": _figure(gate)}
 
 
@@ -194,7 +223,12 @@ def add_sensitivity(
             "flip": flips(f, rules.delta),
             "all_tokens": {
                 "verdict": verdict_of(
-                    f["gate_all"], f["effect"], f["check"], rules.delta, f["both"]
+                    f["gate_all"],
+                    f["effect"],
+                    f["check"],
+                    rules.delta,
+                    f["both"],
+                    bound=f.get("bound"),
                 ),
                 "gap": _figure(f["gate_all"]),
             },
@@ -202,7 +236,13 @@ def add_sensitivity(
             "per_k": {k: entry[name] | {"runs": entry["runs"]} for k, entry in ks.items()},
             "previous_rule": {
                 "verdict": verdict_of(
-                    f["gate"], f["effect"], f["check"], rules.delta, f["both"], REPORTED_KEYS
+                    f["gate"],
+                    f["effect"],
+                    f["check"],
+                    rules.delta,
+                    f["both"],
+                    REPORTED_KEYS,
+                    f.get("bound"),
                 ),
                 "level": 0.95,
                 "note": RULE_CHANGE,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ from tokenlens.analysis.decompose import (
     has_pair,
 )
 from tokenlens.analysis.gap import gap
+from tokenlens.analysis.h2_bound import bounded_effect, span
 from tokenlens.analysis.power import effect_power, power_conjunction
 from tokenlens.analysis.rules import (
     DECISION_KEYS,
@@ -63,6 +64,7 @@ from tokenlens.analysis.rules import (
     YES,
     Rules,
     apply_control,
+    bounded_reading,
     combine,
     conjoin,
     control_holds,
@@ -89,7 +91,8 @@ def rules_identity(rules: Rules, support: Support) -> str:
     the confidence bins and the code of the rules themselves (comments and docstrings
     aside). Recorded in the analysis signature (``rules:``): two analyses with the same
     hash read their figures by the same rules."""
-    fns = (tri, combine, conjoin, verdict_of, _rule, control_holds, apply_control)
+    fns: tuple[Callable[..., Any], ...] = (tri, combine, conjoin, verdict_of, _rule)
+    fns += (control_holds, apply_control, bounded_reading)
     code = [code_text(inspect.getsource(fn)) for fn in fns]
     text = json.dumps(
         {
@@ -378,7 +381,12 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         )
     effect = parts.contrast["difference"]
     check = parts.contrast["within_trained"]
+    control = parts.contrast.get("control") or {}
     reading, check_reading = tri(effect, rules.delta), tri(check, rules.delta)
+    bounded = None
+    if control.get("reason"):  # the control does not hold: the effect is bounded instead
+        reading = bounded_reading(check, rules.control_range, rules.delta)
+        bounded = bounded_effect(check, rules.control_range, reading)
     gap_j = (parts.families.get(TRAINED) or {}).get("gap_judged")
     text = (
         f"At equal target confidence, the trained drafters' Japanese gap is {pp(check)} and "
@@ -405,14 +413,28 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
                 effect,
                 reading,
                 contrast_scope,
+            )
+            if bounded is None
+            else (
+                "bounded effect, the trained drafters' within-confidence gap ± "
+                f"{100 * rules.control_range:g} pp (the n-gram control does not hold)",
+                bounded["interval"],
+                reading,
+                scope,
             ),
             ("check, the trained drafters' within-confidence gap", check, check_reading, scope),
         ],
     )
     correlation = (parts.contrast.get("correlation") or {}).get("difference_within_trained")
-    control, power = parts.contrast.get("control") or {}, None
-    if control.get("reason"):  # the effect is not read (rules.apply_control)
-        text += " The effect is not read: the verdict follows from the check alone."
+    power = None
+    if bounded is not None:  # the effect is not read (rules.apply_control)
+        text += (
+            " The difference in differences is not read: the n-gram control does not hold "
+            "here. Bounded instead: if the within-confidence gap any drafter would show for "
+            f"reasons of the text alone lies within ±{100 * rules.control_range:g} pp, the "
+            f"effect lies within the trained drafters' within-confidence gap ± "
+            f"{100 * rules.control_range:g} pp: {span(bounded['interval'], rules.decision_level)}."
+        )
         power = {"not_estimable": control["reason"], "rule": "conjunction"}
     power = power or power_conjunction(effect, check, correlation, parts.df, rules, n)
     return _verdict(
@@ -426,6 +448,7 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         check=_check(check, check_reading, "within-confidence gap, trained drafters"),
         power=power,
         control=control or None,
+        bounded=bounded,
         caveat=H2_CAVEAT + " " + CONFIDENCE_CAVEAT,
         scope=scope,
         statement=statement,

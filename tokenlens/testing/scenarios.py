@@ -420,6 +420,29 @@ ASSUMPTION_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 drafters=(TRAINED, _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)),
                 h2=False,
             ),
+            Scenario(
+                "shared-6_ngram+20",
+                "no training-data effect; the trained drafter about 6 pp worse on Japanese "
+                "at equal confidence for a reason every drafter would share (the edge of "
+                "the bound H2 assumes without its control), and the n-gram drafter about "
+                "20 pp better (the control does not hold)",
+                drafters=(
+                    _scaled(TRAINED, 0.6 * H2_EFFECT),
+                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
+                ),
+                h2=False,
+            ),
+            Scenario(
+                "h2-16_ngram+20",
+                "H2 planted at about -16 pp (the positive control's 0 % drafter, "
+                "reports/gpu/control), and the n-gram drafter about 20 pp better on Japanese "
+                "at equal confidence (the control does not hold)",
+                drafters=(
+                    _scaled(TRAINED, 1.6 * H2_EFFECT),
+                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
+                ),
+                h2=True,
+            ),
             _drifting(
                 SCENARIOS["h1"],
                 "drift_h1",
