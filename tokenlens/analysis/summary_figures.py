@@ -246,6 +246,21 @@ class Control(Figure):
 
 
 @dataclass(frozen=True)
+class Bounded(Figure):
+    """H2's effect where its control does not hold: the trained drafters'
+    within-confidence gap shifted by ∓``bound`` (``low``, ``high``), the union's interval
+    (``interval``), how the rule read it and the assumption it rests on
+    (docs/analysis.md, "H2 without its control")."""
+
+    bound: float | None = None
+    low: Estimate | None = None
+    high: Estimate | None = None
+    interval: Estimate | None = None
+    reading: str | None = None
+    assumption: str | None = None
+
+
+@dataclass(frozen=True)
 class Check(Figure):
     """The second interval a verdict reads, and how the rule read it."""
 

@@ -33,6 +33,7 @@ from tokenlens.analysis.summary_fields import (
     renamed,
 )
 from tokenlens.analysis.summary_figures import (
+    Bounded,
     Check,
     Classes,
     Contrast,
@@ -233,6 +234,7 @@ class Hypothesis(Section):
     scope: str | None = None  # the rows and runs it read
     sensitivity: Sensitivity | None = None
     control: Control | None = None  # H2: whether its control was read
+    bounded: Bounded | None = None  # H2 where its control does not hold
 
     @property
     def effect_estimate(self) -> Estimate:

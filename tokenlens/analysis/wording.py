@@ -39,7 +39,10 @@ H2_CAVEAT = (
     "a violation moves the difference by as much. The difference is read only while the "
     "n-gram drafter's own within-confidence gap, the measured violation, lies within the "
     "range the verdict benchmark measured the rule under (±6 pp, docs/bench_verdicts.md); "
-    "outside it the difference is not estimable and the verdict follows from the check. "
+    "outside it the difference is not estimable, and the effect is bounded instead by the "
+    "trained drafters' own within-confidence gap ± that range (docs/analysis.md, 'H2 "
+    "without its control'): an assumption about the gap the text alone would give any "
+    "drafter, not a measurement. "
     "A within-confidence deficit of the trained drafter alone reads as H2 whether it comes "
     "from its training data or from how it handles the tokenizer."
 )

@@ -103,7 +103,7 @@ def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
         else {
             "estimand": md(h.estimand),
             "family": family_words(h.family),
-            "figure": _read(s, h, h.reading),
+            "figure": _read(s, h, None if h.bounded is not None else h.reading) + _bounded(s, h),
         },
         "check": None
         if h.check is None
@@ -128,9 +128,27 @@ def _control(h: Hypothesis) -> str:
         f"±{100 * c.range:g} pp ({md(c.source or '')})"
     )
     if c.reason:
-        return f"{head}; {md(c.reason)}: **not read**, the verdict follows from the check."
+        return (
+            f"{head}; {md(c.reason)}: **not read**; the effect is bounded from the check "
+            f"instead (± {100 * c.range:g} pp, docs/analysis.md, “H2 without its control”)."
+        )
     measured = f" ({num(c.violation, 'pp')} pp)" if c.violation is not None else ""
     return f"{head}; here it does{measured}: read."
+
+
+def _bounded(s: Summary, h: Hypothesis) -> str:
+    """``; bounded instead, if …: -24.1 to -8.7 pp (90% decision interval) → yes: …``
+    where H2's control does not hold ("" otherwise)."""
+    b = h.bounded
+    if b is None or b.interval is None:
+        return ""
+    span = decision_prose(
+        b.interval.decision_low, b.interval.decision_high, s.settings.decision_level
+    )
+    text = f"; bounded instead ({md(b.assumption or '')}): {span or 'not available'}"
+    if b.reading is not None:
+        text += f" → {RULE_WORDS.get(str(b.reading), md(b.reading))}"
+    return text
 
 
 def _read(s: Summary, fig: Hypothesis | Check, reading: str | None) -> str:
