@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -41,10 +41,13 @@ from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
-from tokenlens.analysis.summary_fields import json_value
+from tokenlens.analysis.summary_fields import json_value, read
 from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
-from tokenlens.analysis.summary_sections import MarginInSpeed, SpeedMargin
+from tokenlens.analysis.summary_gaps import Contrast, Family, Gap
+from tokenlens.analysis.summary_runs import RunSummary
+from tokenlens.analysis.summary_sections import MarginInSpeed, Rejections, SpeedMargin
+from tokenlens.analysis.summary_verdicts import Hypothesis
 from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
@@ -56,6 +59,7 @@ from tokenlens.analysis.verdicts import (
 from tokenlens.engine.methods import family_of
 from tokenlens.format_version import ANALYSIS, stamp
 
+R = TypeVar("R")
 DESCRIBE_BY = decomposed()  # from the token-class table, in the decomposition's order
 
 
@@ -159,8 +163,38 @@ def summarize(
         _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
     out["margin_in_speed"] = _margin_in_speed(out["runs"], rules.delta, config.method_families)
+    _type_sections(out)
     written: dict[str, Any] = json_value(out)  # the records as their types write them
     return written
+
+
+def _type_sections(out: dict[str, Any]) -> None:
+    """Each section still assembled from the figures' builders as a block
+    (``families``, ``h2_contrast``, ``gap``, ``hypotheses``, ``rejections``, ``runs``)
+    turned, in place, into its record (:func:`typed`)."""
+    out["families"] = {
+        name: typed(Family, block, name=name) for name, block in out["families"].items()
+    }
+    out["h2_contrast"] = typed(Contrast, out["h2_contrast"])
+    out["gap"] = typed(Gap, out["gap"])
+    out["hypotheses"] = {name: typed(Hypothesis, h) for name, h in out["hypotheses"].items()}
+    if "rejections" in out:
+        out["rejections"] = typed(Rejections, out["rejections"])
+    out["runs"] = [typed(RunSummary, run) for run in out["runs"]]
+
+
+def typed(cls: type[R], block: Mapping[str, Any] | None, **given: Any) -> R | None:
+    """``block`` as the record ``cls`` (None for None), by summary.json's one schema.
+
+    Raises :class:`TypeError` when the record would not write ``block`` back as it is:
+    a key the analysis writes that the record does not declare, or declares otherwise,
+    is caught here, never silently dropped from summary.json."""
+    if block is None:
+        return None
+    record = read(cls, block, **given) if given else cls.parse(block)  # type: ignore[attr-defined]
+    if json_value(record) != json_value(block):
+        raise TypeError(f"summary.json: {cls.__name__} does not declare what the analysis wrote")
+    return record
 
 
 def _settings(config: AnalyzeConfig, rules: Rules, rs: Resampler) -> Settings:

@@ -98,10 +98,15 @@ _SCALARS: dict[str, Reader] = {
     "dict[str, str] | None": lambda d: (
         {str(k): v for k, v in d.items() if isinstance(v, str)} if isinstance(d, Mapping) else None
     ),
+    "dict[str, int | None] | None": lambda d: (
+        {str(k): as_int(v) for k, v in d.items()} if isinstance(d, Mapping) else None
+    ),
     "dict[str, float | None] | None": lambda d: (
         {str(k): as_float(v) for k, v in d.items()} if isinstance(d, Mapping) else None
     ),
     "dict[str, str]": lambda d: {str(k): v for k, v in as_map(d).items() if isinstance(v, str)},
+    # a block kept as written (no reader looks inside)
+    "dict[str, Any] | None": lambda d: dict(d) if isinstance(d, Mapping) else None,
 }
 
 # --- the generic reader ---------------------------------------------------------------------
@@ -127,6 +132,7 @@ class Parsed:
             f.metadata.get("key", f.name): json_value(value)
             for f in dataclasses.fields(self)  # type: ignore[arg-type]
             if f.init
+            and not f.metadata.get("outside")
             and not ((value := getattr(self, f.name)) is None and f.metadata.get("omitted"))
         }
 
@@ -189,7 +195,7 @@ def read(cls: type[T], data: Any, **given: Any) -> T:
     d = as_map(data)
     values = dict(given)
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in values and f.init:
+        if f.name not in values and f.init and not f.metadata.get("outside"):
             values[f.name] = _reader(str(f.type))(d.get(f.metadata.get("key", f.name)))
     return cls(**values)
 

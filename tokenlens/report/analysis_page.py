@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_file import (
     SUMMARY,
-    Hypothesis,
-    RunSummary,
     Summary,
     parse_summary,
     read_summary_json,
 )
+from tokenlens.analysis.summary_runs import RunSummary
 from tokenlens.analysis.summary_sections import RejectionFamily
+from tokenlens.analysis.summary_verdicts import Hypothesis
 from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
@@ -261,7 +261,7 @@ def _domain_tables(summary: Summary) -> list[dict[str, Any]]:
 def _speed_rows(summary: Summary) -> list[list[Any]]:
     rows = []
     for run in summary.runs:
-        for lang, m in run.speed.items():
+        for lang, m in run.speed_by_lang.items():
             rows.append(
                 [
                     run.label,
