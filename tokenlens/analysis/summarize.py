@@ -192,8 +192,13 @@ def typed(cls: type[R], block: Mapping[str, Any] | None, **given: Any) -> R | No
     if block is None:
         return None
     record = read(cls, block, **given) if given else cls.parse(block)  # type: ignore[attr-defined]
-    if json_value(record) != json_value(block):
-        raise TypeError(f"summary.json: {cls.__name__} does not declare what the analysis wrote")
+    written, built = json_value(record), json_value(block)
+    if written != built:
+        keys = sorted(k for k in {*written, *built} if written.get(k) != built.get(k))
+        raise TypeError(
+            f"summary.json: {cls.__name__} does not declare what the analysis wrote "
+            f"(keys {', '.join(map(str, keys))})"
+        )
     return record
 
 

@@ -156,6 +156,8 @@ class Figure(Parsed):
 
     @classmethod
     def parse(cls, data: Any) -> Self | None:
+        if isinstance(data, cls):  # built already (the analysis' own blocks)
+            return data
         if not isinstance(data, Mapping) or not data:
             return None
         return read(cls, data)
@@ -166,7 +168,7 @@ class Section(Parsed):
 
     @classmethod
     def parse(cls, data: Any) -> Self:
-        return read(cls, data)
+        return data if isinstance(data, cls) else read(cls, data)
 
 
 def _reader(annotation: str) -> Reader:
