@@ -1,11 +1,11 @@
 """Every figure of summary.json from one frame of joined events.
 
 :func:`summarize` takes the frame, the runs' :class:`RunInfo` and the options, and
-returns summary.json's content (the signature and ``inputs`` are the pipeline's): one
-seeded prompt-clustered bootstrap for every interval. Sections built as records
-(:mod:`~tokenlens.analysis.summary_file`) are written by their own ``to_json`` through
-:func:`~tokenlens.analysis.summary_fields.json_value`, the schema the readers read. The
-test bed calls it on simulated frames, so the numbers it checks are the ones users get.
+returns summary.json's content (the signature and ``inputs`` are the pipeline's), every
+interval from one seeded prompt-clustered bootstrap. Each section is a record of the
+one schema (:mod:`~tokenlens.analysis.summary_file` and its section modules), typed
+where it is assembled (:func:`typed`) and written by its ``to_json``. The test bed calls
+it on simulated frames, so the numbers it checks are the ones users get.
 """
 
 from __future__ import annotations
@@ -321,14 +321,9 @@ def refuse_unvouched(hypotheses: dict[str, Any], infos: Sequence[RunInfo]) -> di
 def _scope(
     frame: pd.DataFrame, family: str, mask: np.ndarray[Any, Any], configs: list[list[Any]]
 ) -> dict[str, Any]:
-    """What the per-language sections at the top of summary.json cover, and why.
-
-    They exist for the outside contract (``acceptance``, ``by_script``, ``by_pos``,
-    ``by_position`` per language) and describe one drafter family, never two: pooling
-    the n-gram and trained runs would turn each method's share of rows into a figure of
-    no configuration anyone runs. Within the family every run given is pooled; per-run
-    figures are in ``runs[]``, per-family ones in ``families``.
-    """
+    """summary.json ``scope``: the one drafter family the per-language sections at the
+    top describe (never two: pooling them would weigh each method by its share of rows),
+    its runs, their (method, k) and what is pooled."""
     runs = sorted(set(labels(frame, "run")[mask]))
     ks = sorted({int(k) for _, k in configs})
     if len(configs) == 1:
@@ -361,11 +356,9 @@ def _scope(
 def _gap_section(
     frame: pd.DataFrame, rs: Resampler, judged: np.ndarray[Any, Any], config: AnalyzeConfig
 ) -> dict[str, Any] | None:
-    """Descriptive gap figures of the primary family (trained drafters when present).
-
-    Never pooled across drafter families: each family's share of the rows would leak
-    into the composition of a pooled split.
-    """
+    """summary.json ``gap``: the gap of the primary family (trained drafters when
+    present, never pooled across families) and its descriptive splits; None without
+    that family or without both languages."""
     fams = families(frame)
     family = TRAINED if TRAINED in fams else FREE if FREE in fams else None
     if family is None:

@@ -2,9 +2,11 @@
 
 :func:`read` builds a record from a JSON object, each field from the key of its name
 (``renamed`` for another key) by the reader its annotation names; a wrong type reads as
-missing (None, an empty dict or tuple) and a value is kept as read. :meth:`Parsed.to_json`
-writes a record back, field by field in declared order (a field with :data:`OMITTED`
-metadata is left out when None); :func:`json_value` writes any value holding records.
+missing (None, an empty dict or tuple), a value is kept as read, and a value that is
+already the record is taken as it is. :meth:`Parsed.to_json` writes a record back, field
+by field in declared order (a field with :data:`OMITTED` metadata is left out when
+None, one with :data:`OUTSIDE` never); :func:`json_value` writes any value holding
+records.
 So declaring a field is all a new key needs; only fields kept elsewhere in the file
 are read by hand and passed to :func:`read` by name. Only the standard library.
 """
@@ -211,3 +213,8 @@ OMITTED: Mapping[str, Any] = {"omitted": True}
 """Metadata of a field whose key the file has only when it has a value (declared
 ``field(default=None, metadata=OMITTED)``): None is written by leaving the key out, not
 as null."""
+
+OUTSIDE: Mapping[str, Any] = {"outside": True}
+"""Metadata of a field kept outside the record's object in the file (a section's name,
+which is its key in the enclosing map): neither read nor written by the schema; the
+enclosing reader passes it to :func:`read`."""

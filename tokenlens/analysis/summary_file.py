@@ -1,8 +1,11 @@
 """summary.json's schema: its sections as frozen records, and the one reader of the file.
 
 :func:`load_summary` / :func:`parse_summary` take the file (or its parsed JSON) and
-return a :class:`Summary`: every section a record (these, those of
-:mod:`~tokenlens.analysis.summary_sections`, the figures of
+return a :class:`Summary`: every section a record (these; ``families``, ``h2_contrast``,
+``gap`` of :mod:`~tokenlens.analysis.summary_gaps`; ``hypotheses`` of
+:mod:`~tokenlens.analysis.summary_verdicts`; ``runs`` of
+:mod:`~tokenlens.analysis.summary_runs`; the rest of
+:mod:`~tokenlens.analysis.summary_sections`; the figures of
 :mod:`~tokenlens.analysis.summary_figures`), a section the file lacks empty or None.
 The analysis builds the same records and writes them with their ``to_json``
 (:func:`~tokenlens.analysis.summary_fields.json_value`), so a key is declared once.

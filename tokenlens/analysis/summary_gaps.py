@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, renamed
+from tokenlens.analysis.summary_fields import OMITTED, OUTSIDE, Figure, Section, renamed
 from tokenlens.analysis.summary_figures import Estimate, LengthStandardised, Rate, Split
 
 
@@ -81,7 +81,7 @@ class Family(Section):
     written inside) pooled over its runs. ``gap_judged`` None: the family lacks one
     language, and its gaps, split and standardised gap are not written."""
 
-    name: str = field(default="", metadata={"outside": True})
+    name: str = field(default="", metadata=OUTSIDE)
     methods: tuple[str, ...] = ()
     runs: tuple[str, ...] = ()
     configurations: tuple[tuple[str, int], ...] = ()

@@ -34,7 +34,8 @@ class Power(Figure):
     each size (the key, as written: ``"0.05"``) needs; ``rule`` says what it models.
     Three forms, each written as built: H1's effect alone
     (:func:`~tokenlens.analysis.power.effect_power`), H2's conjunction
-    (:func:`~tokenlens.analysis.power.power_conjunction`), and not read (``power`` None: ``not_estimable`` and ``rule`` only)."""
+    (:func:`~tokenlens.analysis.power.power_conjunction`), and not read (``power``
+    None: ``not_estimable`` and ``rule`` only)."""
 
     power: float | None = None
     prompts_per_language: int | None = None

@@ -1,26 +1,16 @@
-"""H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md.
+"""H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md ("Verdicts").
 
-Vocabulary: ``supported``, ``not_supported``, ``no_japanese_deficit`` (Japanese is not
-worse by more than δ: no deficit beyond the margin to explain), ``inconclusive``,
-``insufficient_data`` (fewer than ``min_prompts`` prompts per language).
-
-Why one file over 450 lines: the two rules and H2's control check read one set of
-estimates, and a reader checks them against docs/analysis.md side by side.
-
-Each rule reads one effect and one check, both on judged rows of the same runs, against
-a threshold δ (:mod:`tokenlens.analysis.rules`: the readings, H1's veto rule and H2's
-conjunction; :mod:`tokenlens.analysis.power`: how much data a verdict needs).
-
-H1 (tokenization / text structure): the effect is the *shared composition* of the
-judged gap by the target's confidence for the trained drafters (Japanese has more of
-the positions where the target itself is unsure, and such positions are hard for every
-drafter); the check is the same quantity for the training-free (n-gram) drafter on the
-same prompts. Computed per drafter family, never pooling the two.
-
-H2 (training data): the effect is the difference in differences of the within-confidence
-Japanese gap, trained minus training-free drafters on the same prompts; the check is
-the trained drafters' own within-confidence gap (with the same weights), so that
-"n-gram is better on Japanese" alone never reads as "the trained drafter lacks data".
+:func:`compute_parts` takes the joined frame and returns what both rules read
+(:class:`Parts`: per drafter family its rates, judged gap and confidence split, and H2's
+contrast); :func:`decide` returns ``{"H1": ..., "H2": ...}``, each a block that
+:mod:`~tokenlens.analysis.summarize` types as a
+:class:`~tokenlens.analysis.summary_verdicts.Hypothesis`. Verdicts: ``supported``,
+``not_supported``, ``no_japanese_deficit``, ``inconclusive``, ``insufficient_data``.
+H1 reads the trained drafters' shared composition by the target's confidence (check: the
+n-gram drafter's); H2 the difference in differences of the within-confidence gap
+(check: the trained drafters' own). Families are never pooled. One file over 450 lines:
+the two rules and H2's control read one set of estimates and are checked against
+docs/analysis.md side by side.
 """
 
 from __future__ import annotations
