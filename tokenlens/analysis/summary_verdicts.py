@@ -83,7 +83,7 @@ class Power(Figure):
 @dataclass(frozen=True)
 class Reading(Figure):
     """One figure of a sensitivity entry: its value and the interval the rule read
-    (:func:`reading_of` keeps the keys the figure has)."""
+    (the keys the figure has: :func:`tokenlens.analysis.sensitivity._figure`)."""
 
     value: float | None = None
     ci_low: float | None = None
@@ -91,20 +91,6 @@ class Reading(Figure):
     decision_low: float | None = field(default=None, metadata=OMITTED)
     decision_high: float | None = field(default=None, metadata=OMITTED)
     not_estimable: str | None = field(default=None, metadata=OMITTED)
-
-
-def reading_of(figure: Estimate | None) -> Reading | None:
-    """The parts of ``figure`` a sensitivity entry shows (None for None)."""
-    if figure is None:
-        return None
-    return Reading(
-        figure.value,
-        figure.ci_low,
-        figure.ci_high,
-        figure.decision_low,
-        figure.decision_high,
-        figure.not_estimable,
-    )
 
 
 @dataclass(frozen=True)
