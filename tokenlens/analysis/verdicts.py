@@ -8,9 +8,10 @@ contrast); :func:`decide` returns ``{"H1": ..., "H2": ...}``, each a block that
 ``not_supported``, ``no_japanese_deficit``, ``inconclusive``, ``insufficient_data``.
 H1 reads the trained drafters' shared composition by the target's confidence (check: the
 n-gram drafter's); H2 the difference in differences of the within-confidence gap
-(check: the trained drafters' own). Families are never pooled. One file over 450 lines:
-the two rules and H2's control read one set of estimates and are checked against
-docs/analysis.md side by side.
+(check: the trained drafters' own). Families are never pooled.
+
+Why one file over 450 lines: the two rules and H2's control read one set of estimates
+and are checked against docs/analysis.md side by side.
 """
 
 from __future__ import annotations
