@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support import REPO
-from tokenlens.analysis.summarize import typed
-from tokenlens.analysis.summary_fields import read
+from tokenlens.analysis.summary_fields import read, typed
 from tokenlens.analysis.summary_file import load_summary
 from tokenlens.analysis.summary_gaps import Contrast, Family, Gap
 from tokenlens.analysis.summary_runs import RunSummary

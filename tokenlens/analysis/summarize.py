@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,7 @@ from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
-from tokenlens.analysis.summary_fields import json_value, read
+from tokenlens.analysis.summary_fields import json_value, typed
 from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
 from tokenlens.analysis.summary_gaps import Contrast, Family, Gap
@@ -59,7 +59,6 @@ from tokenlens.analysis.verdicts import (
 from tokenlens.engine.methods import family_of
 from tokenlens.format_version import ANALYSIS, stamp
 
-R = TypeVar("R")
 DESCRIBE_BY = decomposed()  # from the token-class table, in the decomposition's order
 
 
@@ -181,25 +180,6 @@ def _type_sections(out: dict[str, Any]) -> None:
     if "rejections" in out:
         out["rejections"] = typed(Rejections, out["rejections"])
     out["runs"] = [typed(RunSummary, run) for run in out["runs"]]
-
-
-def typed(cls: type[R], block: Mapping[str, Any] | None, **given: Any) -> R | None:
-    """``block`` as the record ``cls`` (None for None), by summary.json's one schema.
-
-    Raises :class:`TypeError` when the record would not write ``block`` back as it is:
-    a key the analysis writes that the record does not declare, or declares otherwise,
-    is caught here, never silently dropped from summary.json."""
-    if block is None:
-        return None
-    record = read(cls, block, **given) if given else cls.parse(block)  # type: ignore[attr-defined]
-    written, built = json_value(record), json_value(block)
-    if written != built:
-        keys = sorted(k for k in {*written, *built} if written.get(k) != built.get(k))
-        raise TypeError(
-            f"summary.json: {cls.__name__} does not declare what the analysis wrote "
-            f"(keys {', '.join(map(str, keys))})"
-        )
-    return record
 
 
 def _settings(config: AnalyzeConfig, rules: Rules, rs: Resampler) -> Settings:

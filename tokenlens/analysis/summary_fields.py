@@ -204,6 +204,25 @@ def read(cls: type[T], data: Any, **given: Any) -> T:
     return cls(**values)
 
 
+def typed(cls: type[T], block: Mapping[str, Any] | None, **given: Any) -> T | None:
+    """``block`` as the record ``cls`` (None for None), by summary.json's one schema.
+
+    Raises :class:`TypeError` when the record would not write ``block`` back as it is:
+    a key the analysis writes that the record does not declare, or declares otherwise,
+    is caught here, never silently dropped from summary.json."""
+    if block is None:
+        return None
+    record: T = read(cls, block, **given) if given else cls.parse(block)  # type: ignore[attr-defined]
+    written, built = json_value(record), json_value(block)
+    if written != built:
+        keys = sorted(k for k in {*written, *built} if written.get(k) != built.get(k))
+        raise TypeError(
+            f"summary.json: {cls.__name__} does not declare what the analysis wrote "
+            f"(keys {', '.join(map(str, keys))})"
+        )
+    return record
+
+
 def renamed(key: str) -> Any:
     """A field (default None) read from ``key`` rather than its own name (``class``)."""
     return dataclasses.field(default=None, metadata={"key": key})
