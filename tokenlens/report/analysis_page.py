@@ -18,8 +18,7 @@ from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_file import (
     SUMMARY,
     Summary,
-    parse_summary,
-    read_summary_json,
+    load_summary,
 )
 from tokenlens.analysis.summary_runs import RunSummary
 from tokenlens.analysis.summary_sections import RejectionFamily
@@ -57,16 +56,12 @@ def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
     for path in (summary_path, tokens_path):
         if not path.is_file():
             raise TokenlensError(f"{path}: not found (run tokenlens analyze first)")
-    # The charts walk the file's breakdowns, splits and speed curves as JSON (the gap
-    # splits' classes and the speed model's per-k points have no type yet); the rest of
-    # the page reads the typed view of the same file.
-    data = read_summary_json(summary_path)
-    summary = parse_summary(data)
+    summary = load_summary(summary_path)
     wanted = [c for c in tokenview.EVENT_COLUMNS if c in pq.read_schema(tokens_path).names]
     events = pq.read_table(tokens_path, columns=wanted).to_pandas()
     out = out if out is not None else analysis_dir / REPORT
     out.parent.mkdir(parents=True, exist_ok=True)
-    specs = all_charts(data)
+    specs = all_charts(summary)
     html = chart_page(
         TEMPLATE,
         "tokenlens analysis",
