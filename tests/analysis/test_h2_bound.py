@@ -18,6 +18,9 @@ from tokenlens.analysis.rules import (
     bounded_reading,
     verdict_of,
 )
+from tokenlens.analysis.summary_fields import json_value
+from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_verdicts import Bounded
 
 
 def _fig(lo: float, hi: float) -> dict[str, float]:
@@ -84,17 +87,24 @@ def test_supported_stays_under_alpha_when_the_shared_gap_is_within_the_bound() -
 
 
 def test_the_bounded_effect_records_both_ends_and_its_assumption() -> None:
-    check = _fig(-0.18, -0.15) | {"n": 100}
+    check = Estimate(**_fig(-0.18, -0.15), n=100)
     out = bounded_effect(check, 0.06, YES)
-    assert out["low"]["value"] == pytest.approx(check["value"] - 0.06)
-    assert out["high"]["decision_high"] == pytest.approx(-0.09)
-    assert out["interval"] == {
-        "ci_low": pytest.approx(-0.25),
-        "ci_high": pytest.approx(-0.08),
-        "decision_low": pytest.approx(-0.24),
-        "decision_high": pytest.approx(-0.09),
-    }
-    assert "±6 pp" in out["assumption"] and out["reading"] == YES
-    assert span(out["interval"], 0.9) == "-24.0 to -9.0 pp (90% decision interval)"
-    assert bounded_effect(None, 0.06, NA)["interval"] is None
+    assert out.low is not None and out.high is not None and out.interval is not None
+    assert out.low.value == pytest.approx(check.value - 0.06)
+    assert out.high.decision_high == pytest.approx(-0.09)
+    assert out.low.n == 100
+    assert (out.interval.ci_low, out.interval.ci_high) == (
+        pytest.approx(-0.25),
+        pytest.approx(-0.08),
+    )
+    assert (out.interval.decision_low, out.interval.decision_high) == (
+        pytest.approx(-0.24),
+        pytest.approx(-0.09),
+    )
+    assert "±6 pp" in (out.assumption or "") and out.reading == YES
+    assert span(out.interval, 0.9) == "-24.0 to -9.0 pp (90% decision interval)"
+    assert bounded_effect(None, 0.06, NA).interval is None
     assert span(None, 0.9) == "not available"
+    # written to summary.json and read back as the same record
+    back = Bounded.parse(json_value(out))
+    assert back == out

@@ -368,5 +368,5 @@ def test_too_few_prompts_is_insufficient_data_whatever_the_numbers() -> None:
     parts = compute_parts(frame, rs, Support())
     out = decide(frame, rs, Rules(), parts)
     for h in out.values():
-        assert h["verdict"] == "insufficient_data"
-        assert "4 Japanese and 4 English prompts" in h["evidence"]
+        assert h.verdict == "insufficient_data"
+        assert "4 Japanese and 4 English prompts" in str(h.evidence)

@@ -128,8 +128,6 @@ def test_a_position_rate_keeps_its_rate_and_reads_back() -> None:
 # Fields whose value each record's own ``parse`` reads by hand (and passes to ``read``).
 READ_BY_HAND = {
     ("Family", "name"),
-    ("Sensitivity", "flip_below"),
-    ("Sensitivity", "flip_above"),
     ("RunSummary", "replayed"),
     ("RunSummary", "models"),
 }

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tokenlens.analysis.summary_file import parse_summary
 from tokenlens.report import charts, charts_gap, charts_speed
 
 
@@ -38,7 +39,7 @@ def layers(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_rate_chart_carries_every_group_with_interval_and_count(summary: dict[str, Any]) -> None:
-    spec = charts.rate_chart(summary, "by_script", "t", "x")
+    spec = charts.rate_chart(parse_summary(summary), "by_script", "t", "x")
     rows = {(r["lang"], r["group"]): r for r in values(spec)}
     for lang, groups in summary["by_script"].items():
         for group, stats in groups.items():
@@ -58,13 +59,13 @@ def test_rate_chart_carries_every_group_with_interval_and_count(summary: dict[st
 
 def test_positions_are_in_numeric_order(summary: dict[str, Any]) -> None:
     summary = dict(summary, by_position={"ja": {str(p): {"rate": 0.5, "n": 1} for p in (10, 2, 0)}})
-    spec = charts.rate_chart(summary, "by_position", "t", "x")
+    spec = charts.rate_chart(parse_summary(summary), "by_position", "t", "x")
     point = next(u for u in layers(spec) if u["mark"]["type"] == "point")
     assert point["encoding"]["x"]["sort"] == ["0", "2", "10"]
 
 
 def test_gap_rows_are_percentage_points(summary: dict[str, Any]) -> None:
-    rows = charts_gap.gap_rows(summary)
+    rows = charts_gap.gap_rows(parse_summary(summary))
     judged = next(r for r in rows if r["part"] == "judged rows")
     assert judged["value"] == pytest.approx(100 * summary["gap"]["judged"]["value"])
     conf = {r["part"]: r for r in rows if r["by"] == "confidence (trained)"}
@@ -78,12 +79,20 @@ def test_not_estimable_parts_get_no_mark(summary: dict[str, Any]) -> None:
     broken = json.loads(json.dumps(summary))
     dec = broken["families"]["trained"]["confidence"]
     dec["within"] = {"value": None, "ci_low": None, "ci_high": None, "not_estimable": "why"}
-    parts = {r["part"] for r in charts_gap.gap_rows(broken) if r["by"] == "confidence (trained)"}
+    parts = {
+        r["part"]
+        for r in charts_gap.gap_rows(parse_summary(broken))
+        if r["by"] == "confidence (trained)"
+    }
     assert "within" not in parts and "composition" in parts  # never drawn as a zero
 
 
 def test_decomposition_rows_sum_to_the_parts(summary: dict[str, Any]) -> None:
-    rows = [r for r in charts_gap.decomposition_rows(summary) if r["by"] == "confidence (trained)"]
+    rows = [
+        r
+        for r in charts_gap.decomposition_rows(parse_summary(summary))
+        if r["by"] == "confidence (trained)"
+    ]
     deco = summary["families"]["trained"]["confidence"]
     for part in ("composition", "within", "out_of_support"):
         if deco[part]["value"] is None or deco[part].get("no_interval"):
@@ -93,7 +102,7 @@ def test_decomposition_rows_sum_to_the_parts(summary: dict[str, Any]) -> None:
 
 
 def test_speed_chart_has_measured_point_at_traced_k(summary: dict[str, Any]) -> None:
-    spec = charts_speed.speed_chart(summary)
+    spec = charts_speed.speed_chart(parse_summary(summary))
     rows = values(spec)
     for run in summary["runs"]:
         for lang, model in run["speed"]["by_lang"].items():
@@ -108,14 +117,14 @@ def test_speed_chart_has_measured_point_at_traced_k(summary: dict[str, Any]) -> 
 
 
 def test_all_charts_is_json_with_no_nan(summary: dict[str, Any]) -> None:
-    specs = charts.all_charts(summary)
+    specs = charts.all_charts(parse_summary(summary))
     assert {"acceptance", "by_script", "by_position_conditional", "gap", "speed"} <= set(specs)
     json.dumps(specs, allow_nan=False)
 
 
 def test_acceptance_chart_is_per_run_never_pooled(summary: dict[str, Any]) -> None:
     """vLLM's rate depends on the method and k: one group per run, no "all runs"."""
-    rows = values(charts.acceptance_chart(summary))
+    rows = values(charts.acceptance_chart(parse_summary(summary)))
     groups = {r["group"] for r in rows}
     assert "all runs" not in groups and len(groups) == len(summary["runs"])
     for run in summary["runs"]:
@@ -125,7 +134,7 @@ def test_acceptance_chart_is_per_run_never_pooled(summary: dict[str, Any]) -> No
 
 def test_position_charts_are_per_run(summary: dict[str, Any]) -> None:
     """One panel per run, each run's own positions and denominators."""
-    spec = charts.position_chart(summary, "by_position", "t")
+    spec = charts.position_chart(parse_summary(summary), "by_position", "t")
     rows = values(spec)
     assert spec["facet"]["field"] == "run"
     for run in summary["runs"]:
@@ -140,7 +149,7 @@ def test_position_charts_are_per_run(summary: dict[str, Any]) -> None:
 
 
 def test_class_gap_chart_leaves_one_language_classes_out(summary: dict[str, Any]) -> None:
-    rows = charts.difference_rows(summary)
+    rows = charts.difference_rows(parse_summary(summary))
     assert rows
     for family, block in summary["classes"]["families"].items():
         for column, table in block["by"].items():

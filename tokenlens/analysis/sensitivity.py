@@ -1,31 +1,18 @@
-"""How much a verdict depends on the choices behind it.
+"""How much a verdict depends on the choices behind it (docs/analysis.md,
+"Sensitivity, next to every verdict").
 
-A verdict reads three figures (the family's judged gap for the no-deficit gate, an
-effect and a check) against a margin δ on the 90% decision interval. Each of those is a
-choice, fixed before the full study was analysed but not beyond question, so every
-verdict in summary.json carries (``hypotheses.H*.sensitivity``):
-
-- ``flip``: the δ nearest to the rule's, below and above, at which the verdict would
-  change, and what it would read there (the verdict is constant between the bounds of
-  the three decision intervals, so the δ values to try are those bounds);
-- ``all_tokens``: the verdict when the no-deficit gate reads vLLM's rate over all draft
-  tokens instead of the judged positions (the rate vLLM reports; the positions after a
-  step's first rejection were never compared with the target, which is why the rule
-  reads judged positions);
-- ``length_standardised``: the verdict when the no-deficit gate reads the judged gap
-  standardised by token byte length (:mod:`tokenlens.analysis.standardise`: Japanese
-  tokens are shorter, and acceptance falls with length in both languages);
-- ``per_k``: the verdict of each k alone (the runs with that k, as ``tokenlens analyze``
-  on them would give it, with the same bootstrap replicates), judged and all-token;
-- ``previous_rule``: the verdict under the first rules' reading, the 95% interval
-  (a one-sided 2.5% test). The rules moved to the 90% decision interval after the test
-  bed's power was measured (docs/analysis.md, "How the H2 rule got there"): a change
-  made after calibration, which a reader should see next to every verdict it decides.
+:func:`add_sensitivity` takes the decided hypotheses and the :class:`Parts` they read
+and returns each with its :class:`~tokenlens.analysis.summary_verdicts.Sensitivity`:
+``flip`` (the nearest δ below and above where the verdict changes, within 50 pp),
+``all_tokens`` and ``length_standardised`` (the no-deficit gate on another gap),
+``per_k`` (each k's runs alone, same replicates) and ``previous_rule`` (the first rules'
+95% reading); only ``not_computed`` where there is no verdict to test.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +29,9 @@ from tokenlens.analysis.rules import (
     decision_bounds,
     verdict_of,
 )
-from tokenlens.analysis.verdicts import Parts, compute_parts, decide
+from tokenlens.analysis.summary_fields import typed
+from tokenlens.analysis.summary_verdicts import Hypothesis, Sensitivity
+from tokenlens.analysis.verdicts import Parts, as_block, compute_parts, decide
 
 RULE_CHANGE = (
     "The rules first read the 95% interval (a one-sided test at 2.5% against δ); they "
@@ -59,25 +48,25 @@ def figures(parts: Parts, hypothesis: str) -> dict[str, Any]:
     bound = None
     if hypothesis == "H1":
         fam = TRAINED if TRAINED in parts.families else FREE
-        block = parts.families.get(fam) or {}
-        effect = (block.get("confidence") or {}).get("composition")
-        other = (parts.families.get(FREE) or {}).get("confidence") if fam == TRAINED else None
-        check = other.get("composition") if other else None
+        block = parts.families.get(fam)
+        effect = block.confidence.composition if block and block.confidence else None
+        free = parts.families.get(FREE)
+        other = free.confidence if fam == TRAINED and free is not None else None
+        check = other.composition if other else None
         both = False
     else:
-        block = parts.families.get(TRAINED) or {}
-        contrast = parts.contrast or {}
-        effect = contrast.get("difference")
-        check = contrast.get("within_trained")
+        block = parts.families.get(TRAINED)
+        effect = parts.contrast.difference if parts.contrast else None
+        check = parts.contrast.within_trained if parts.contrast else None
         both = True
-        control = contrast.get("control") or {}
-        bound = control.get("range") if control.get("reason") else None
-    return {
-        "gate": block.get("gap_judged"),
-        "gate_all": block.get("gap_all"),
-        "gate_length": block.get("gap_length_standardised"),
-        "effect": effect,
-        "check": check,
+        control = parts.contrast.control if parts.contrast else None
+        bound = control.range if control is not None and control.reason else None
+    return {  # as the rule functions read them (verdicts.as_block)
+        "gate": as_block(block.gap_judged if block else None),
+        "gate_all": as_block(block.gap_all if block else None),
+        "gate_length": as_block(block.gap_length_standardised if block else None),
+        "effect": as_block(effect),
+        "check": as_block(check),
         "both": both,
         "bound": bound,
     }
@@ -166,7 +155,7 @@ def per_k(
         entry: dict[str, Any] = {"runs": sorted(set(sub["run"].astype(str)))}
         for name in ("H1", "H2"):
             f = figures(parts, name)
-            verdict = decided[name]["verdict"]
+            verdict = str(decided[name].verdict)
             all_tokens = (
                 verdict
                 if verdict == INSUFFICIENT
@@ -205,21 +194,30 @@ def _length(f: Mapping[str, Any], rules: Rules) -> dict[str, Any]:
 
 
 def add_sensitivity(
-    hypotheses: dict[str, Any],
+    hypotheses: dict[str, Hypothesis],
     frame: pd.DataFrame,
     rs: Resampler,
     rules: Rules,
     support: Support,
     parts: Parts,
-) -> None:
-    """Add ``sensitivity`` to each decided hypothesis of ``hypotheses`` (in place)."""
+) -> dict[str, Hypothesis]:
+    """Each hypothesis of ``hypotheses`` with its ``sensitivity``."""
     ks = per_k(frame, rs, rules, support)
-    for name, h in hypotheses.items():
-        f = figures(parts, name)
-        if h.get("verdict") == INSUFFICIENT or f["effect"] is None:
-            h["sensitivity"] = {"not_computed": "no verdict to test (too little data)"}
-            continue
-        h["sensitivity"] = {
+    return {
+        name: replace(h, sensitivity=_sensitivity(name, h, parts, ks, rules))
+        for name, h in hypotheses.items()
+    }
+
+
+def _sensitivity(
+    name: str, h: Hypothesis, parts: Parts, ks: dict[str, dict[str, Any]], rules: Rules
+) -> Sensitivity | None:
+    f = figures(parts, name)
+    if h.verdict == INSUFFICIENT or f["effect"] is None:
+        return Sensitivity(not_computed="no verdict to test (too little data)")
+    return typed(
+        Sensitivity,
+        {
             "flip": flips(f, rules.delta),
             "all_tokens": {
                 "verdict": verdict_of(
@@ -247,4 +245,5 @@ def add_sensitivity(
                 "level": 0.95,
                 "note": RULE_CHANGE,
             },
-        }
+        },
+    )

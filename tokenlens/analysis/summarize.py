@@ -1,18 +1,18 @@
 """Every figure of summary.json from one frame of joined events.
 
 :func:`summarize` takes the frame, the runs' :class:`RunInfo` and the options, and
-returns summary.json's content (the signature and ``inputs`` are the pipeline's): one
-seeded prompt-clustered bootstrap for every interval. Sections built as records
-(:mod:`~tokenlens.analysis.summary_file`) are written by their own ``to_json`` through
-:func:`~tokenlens.analysis.summary_fields.json_value`, the schema the readers read. The
-test bed calls it on simulated frames, so the numbers it checks are the ones users get.
+returns summary.json's content (the signature and ``inputs`` are the pipeline's), every
+interval from one seeded prompt-clustered bootstrap. Each section is a record of the
+one schema (:mod:`~tokenlens.analysis.summary_file` and its section modules), typed
+where it is assembled (:func:`typed`) and written by its ``to_json``. The test bed calls
+it on simulated frames, so the numbers it checks are the ones users get.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -37,14 +37,22 @@ from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.rejection_summary import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, POWER, TRAINED, Rules
+from tokenlens.analysis.run_section import RunInfo as RunInfo
+from tokenlens.analysis.run_section import margin_section, run_section
 from tokenlens.analysis.sensitivity import add_sensitivity
-from tokenlens.analysis.speed import default_cost, margin_in_speed, speed_model
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
-from tokenlens.analysis.summary_fields import json_value
-from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_fields import json_value, typed
+from tokenlens.analysis.summary_figures import (
+    Estimate,
+    LengthStandardised,
+    Rate,
+    Split,
+)
 from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
-from tokenlens.analysis.summary_sections import MarginInSpeed, SpeedMargin
+from tokenlens.analysis.summary_gaps import Explore, Family, Gap
+from tokenlens.analysis.summary_sections import Rejections
+from tokenlens.analysis.summary_verdicts import Hypothesis
 from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
@@ -53,30 +61,11 @@ from tokenlens.analysis.verdicts import (
     families,
     rules_identity,
 )
-from tokenlens.engine.methods import family_of
 from tokenlens.format_version import ANALYSIS, stamp
 
+E = TypeVar("E", bound=Estimate)
+R = TypeVar("R")
 DESCRIBE_BY = decomposed()  # from the token-class table, in the decomposition's order
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What the summary says about each input run."""
-
-    label: str
-    path: str
-    method: str
-    k: int
-    signature: str
-    status: str
-    metrics: dict[str, Any]
-    reconciliation: dict[str, Any] | None = None
-    replayed_from: str | None = None
-    # Why no verdict may rest on this run (an approximate replay nothing vouches for).
-    unvouched: str | None = None
-    # Where the run's numbers come from (dtype, weights, the trace a replay came from):
-    # written into its runs[] section for FINDINGS' provenance (:func:`provenance`).
-    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 def summarize(
@@ -97,11 +86,18 @@ def summarize(
     judged = row_mask(frame, "judged")
     parts = compute_parts(frame, rs, config.support, rules.control_range)
     fams = families(frame)
-    for name, block in parts.families.items():
-        if "gap_judged" in block:  # beside the judged gap, and read by the sensitivity
-            block["gap_length_standardised"] = length_standardised(
-                frame, rs, judged & fams[name], config.support
-            )
+    standardised = {  # beside the judged gap, and read by the sensitivity
+        name: replace(
+            family,
+            gap_length_standardised=typed(
+                LengthStandardised,
+                length_standardised(frame, rs, judged & fams[name], config.support),
+            ),
+        )
+        for name, family in parts.families.items()
+        if family.gap_judged is not None
+    }
+    parts = replace(parts, families=parts.families | standardised)
     scope_name = TRAINED if TRAINED in fams else FREE
     scope = fams.get(scope_name, np.ones(len(frame), dtype=bool))
     configs = configurations(frame, scope)
@@ -127,14 +123,18 @@ def summarize(
     out["text_per_step"] = text_per_step(frame, rs, scope)
     out["families"] = parts.families
     out["acceptance_per_k"] = acceptance_per_k(frame, rs, fams, config.min_count)
-    label_pooled(out, frame, fams, scope_name)
+    parts = replace(parts, families=label_pooled(out, frame, fams, scope_name, parts.families))
+    out["families"] = parts.families
     out["h2_contrast"] = parts.contrast
     out["gap"] = _gap_section(frame, rs, judged, config)
     out["hypotheses"] = refuse_unvouched(decide(frame, rs, rules, parts), infos)
     if config.details:
-        add_sensitivity(out["hypotheses"], frame, rs, rules, config.support, parts)
+        out["hypotheses"] = add_sensitivity(
+            out["hypotheses"], frame, rs, rules, config.support, parts
+        )
         out["classes"] = class_gaps(frame, rs, fams, judged, config.support, config.min_count)
-        out["rejections"] = rejection_section(frame, rs, fams)
+        # rejection_summary builds a block; typed here, where it enters the summary
+        out["rejections"] = typed(Rejections, rejection_section(frame, rs, fams))
         if "bytes_bucket" in frame:
             out["byte_length"] = {
                 name: {
@@ -145,20 +145,16 @@ def summarize(
                 for name, mask in fams.items()
             }
         if "domain" in frame:
-            # the families' gaps are still dicts (issue 34): each read as its record here
-            pooled = {
-                name: Estimate.parse(block.get("gap_judged"))
-                for name, block in parts.families.items()
-            }
+            pooled = {name: family.gap_judged for name, family in parts.families.items()}
             # the file's name, not its path: summary.json travels (committed samples)
             source = f"tags.domain of {config.prompts.name}" if config.prompts else "tags.domain"
             out["domains"] = domain_section(
                 frame, rs, fams, judged, pooled, rules, config.seed, source
             )
     out["runs"] = [
-        _run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
+        run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
     ]
-    out["margin_in_speed"] = _margin_in_speed(out["runs"], rules.delta, config.method_families)
+    out["margin_in_speed"] = margin_section(out["runs"], rules.delta, config.method_families)
     written: dict[str, Any] = json_value(out)  # the records as their types write them
     return written
 
@@ -187,29 +183,6 @@ def _settings(config: AnalyzeConfig, rules: Rules, rs: Resampler) -> Settings:
     )
 
 
-def _margin_in_speed(
-    runs: Sequence[Mapping[str, Any]], delta: float, declared: Mapping[str, str] | None = None
-) -> MarginInSpeed:
-    """δ in speed terms per drafter family and k (:func:`margin_in_speed`), at the
-    English judged rate of the runs of that k (the reference a Japanese deficit is
-    measured from)."""
-    seen: dict[tuple[str, int], list[float]] = {}
-    for run in runs:
-        rate = ((run.get("acceptance_judged") or {}).get("en") or {}).get("rate")
-        if rate is None:
-            continue
-        family = family_of(run["method"], declared)
-        seen.setdefault((family, int(run["k"])), []).append(float(rate))
-    families: dict[str, dict[str, SpeedMargin]] = {}
-    for (family, k), values in sorted(seen.items()):
-        families.setdefault(family, {})[str(k)] = margin_in_speed(float(np.mean(values)), k, delta)
-    return MarginInSpeed(
-        basis="English judged acceptance of the runs at each k; tokens per step by the "
-        "i.i.d. formula (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023)",
-        families=families,
-    )
-
-
 def acceptance_per_k(
     frame: pd.DataFrame, rs: Resampler, fams: Mapping[str, Any], min_count: int
 ) -> dict[str, dict[str, dict[str, Any]]]:
@@ -226,28 +199,29 @@ def acceptance_per_k(
 
 
 def label_pooled(
-    out: dict[str, Any], frame: pd.DataFrame, fams: Mapping[str, Any], scope: str
-) -> None:
-    """Mark, in place, every per-language figure that pools runs of several k with
-    ``pooled_over_k`` and ``family``: the top-level acceptance and text per step (the
-    ``scope`` family's) and each family's rates and gaps. Per-k figures are in
-    ``acceptance_per_k`` and ``runs[]``."""
+    out: dict[str, Any],
+    frame: pd.DataFrame,
+    fams: Mapping[str, Any],
+    scope: str,
+    families: Mapping[str, Family],
+) -> dict[str, Family]:
+    """``families`` with every rate and gap of a family that pools runs of several k
+    labelled ``pooled_over_k`` and ``family``; in ``out``, the same labels on the
+    ``scope`` family's top-level acceptance and text per step (in place). Per-k figures
+    are in ``acceptance_per_k`` and ``runs[]``."""
     ks_all = frame["k"].to_numpy() if "k" in frame else np.zeros(len(frame), dtype=np.int64)
 
     def mark(figure: Any, ks: list[int], family: str) -> None:
         if isinstance(figure, dict) and figure:
             figure.update(pooled_over_k=ks, family=family)
 
+    labelled = dict(families)
     for name, mask in fams.items():
         ks = [int(x) for x in np.unique(ks_all[mask])]
         if len(ks) < 2:
             continue
-        block = out["families"].get(name) or {}
-        for key in ("acceptance", "acceptance_judged"):
-            for figure in (block.get(key) or {}).values():
-                mark(figure, ks, name)
-        for key in ("gap_judged", "gap_all", "gap_length_standardised"):
-            mark(block.get(key), ks, name)
+        if name in labelled:
+            labelled[name] = _labelled(labelled[name], tuple(ks))
         if name != scope:
             continue
         for key in ("acceptance", "acceptance_judged"):
@@ -256,40 +230,58 @@ def label_pooled(
         for per_lang_block in (out.get("text_per_step") or {}).values():
             for figure in per_lang_block.values():
                 mark(figure, ks, name)
+    return labelled
 
 
-def refuse_unvouched(hypotheses: dict[str, Any], infos: Sequence[RunInfo]) -> dict[str, Any]:
+def _labelled(family: Family, ks: tuple[int, ...]) -> Family:
+    """``family`` with its rates and gaps labelled as pooled over ``ks``."""
+    name = family.name
+
+    def gap(figure: E | None) -> E | None:
+        return replace(figure, pooled_over_k=ks, family=name) if figure is not None else None
+
+    def rates(block: dict[str, Rate]) -> dict[str, Rate]:
+        return {lang: replace(r, pooled_over_k=ks, family=name) for lang, r in block.items()}
+
+    return replace(
+        family,
+        acceptance=rates(family.acceptance),
+        acceptance_judged=rates(family.acceptance_judged),
+        gap_judged=gap(family.gap_judged),
+        gap_all=gap(family.gap_all),
+        gap_length_standardised=gap(family.gap_length_standardised),
+    )
+
+
+def refuse_unvouched(
+    hypotheses: dict[str, Hypothesis], infos: Sequence[RunInfo]
+) -> dict[str, Hypothesis]:
     """No verdict from approximate replays that no check trace vouches for
     (:mod:`tokenlens.replay.trust`): each hypothesis becomes inconclusive, says why, and
     keeps its figures."""
     reasons = [f"{info.label}: {info.unvouched}" for info in infos if info.unvouched]
     if not reasons:
         return hypotheses
-    out = {}
-    for name, h in hypotheses.items():
-        out[name] = {
-            **h,
-            "verdict": INCONCLUSIVE,
-            "refused": reasons,
-            "evidence": (
+    return {
+        name: replace(
+            h,
+            verdict=INCONCLUSIVE,
+            refused=tuple(reasons),
+            evidence=(
                 f"No verdict: {len(reasons)} analysed run(s) are approximate replays that "
-                f"no check trace vouches for ({reasons[0]}). {h.get('evidence', '')}"
+                f"no check trace vouches for ({reasons[0]}). {h.evidence or ''}"
             ).strip(),
-        }
-    return out
+        )
+        for name, h in hypotheses.items()
+    }
 
 
 def _scope(
     frame: pd.DataFrame, family: str, mask: np.ndarray[Any, Any], configs: list[list[Any]]
 ) -> dict[str, Any]:
-    """What the per-language sections at the top of summary.json cover, and why.
-
-    They exist for the outside contract (``acceptance``, ``by_script``, ``by_pos``,
-    ``by_position`` per language) and describe one drafter family, never two: pooling
-    the n-gram and trained runs would turn each method's share of rows into a figure of
-    no configuration anyone runs. Within the family every run given is pooled; per-run
-    figures are in ``runs[]``, per-family ones in ``families``.
-    """
+    """summary.json ``scope``: the one drafter family the per-language sections at the
+    top describe (never two: pooling them would weigh each method by its share of rows),
+    its runs, their (method, k) and what is pooled."""
     runs = sorted(set(labels(frame, "run")[mask]))
     ks = sorted({int(k) for _, k in configs})
     if len(configs) == 1:
@@ -321,12 +313,10 @@ def _scope(
 
 def _gap_section(
     frame: pd.DataFrame, rs: Resampler, judged: np.ndarray[Any, Any], config: AnalyzeConfig
-) -> dict[str, Any] | None:
-    """Descriptive gap figures of the primary family (trained drafters when present).
-
-    Never pooled across drafter families: each family's share of the rows would leak
-    into the composition of a pooled split.
-    """
+) -> Gap | None:
+    """summary.json ``gap``: the gap of the primary family (trained drafters when
+    present, never pooled across families) and its descriptive splits; None without
+    that family or without both languages."""
     fams = families(frame)
     family = TRAINED if TRAINED in fams else FREE if FREE in fams else None
     if family is None:
@@ -335,82 +325,25 @@ def _gap_section(
     rows = judged & mask
     if not has_pair(frame, rows):
         return None
-    section: dict[str, Any] = {
-        "family": family,
-        "overall": gap(frame, rs, mask),
-        "judged": gap(frame, rs, rows),
-        "relative_judged": gap(frame, rs, rows, relative=True),
-        "decomposition": {},
-    }
+    decomposition: dict[str, Split] = {}
     for column in DESCRIBE_BY:
         if column in frame:
             codes, labels = group_codes(frame, column)
-            dec = decompose(frame, rs, codes, labels, rows, config.support, column)
+            dec = typed(Split, decompose(frame, rs, codes, labels, rows, config.support, column))
             if dec is not None:
-                section["decomposition"][column] = dec
-    by_length = length_split(frame, rs, rows, config.support)
+                decomposition[column] = dec
+    by_length = typed(Split, length_split(frame, rs, rows, config.support))
     if by_length is not None:
-        section["decomposition"][LENGTH_COLUMN] = by_length
-    section["explore"] = class_differences(
-        frame, rs, fams, judged, config.support, config.min_count
+        decomposition[LENGTH_COLUMN] = by_length
+    explore = class_differences(frame, rs, fams, judged, config.support, config.min_count)
+    return Gap(
+        family=family,
+        overall=typed(Estimate, gap(frame, rs, mask)),
+        judged=typed(Estimate, gap(frame, rs, rows)),
+        relative_judged=typed(Estimate, gap(frame, rs, rows, relative=True)),
+        decomposition=decomposition,
+        explore=typed(Explore, explore),
+        regression=regression(frame, "script", rows, config.min_count, config.seed)
+        if config.regression
+        else None,
     )
-    if config.regression:
-        section["regression"] = regression(frame, "script", rows, config.min_count, config.seed)
-    return section
-
-
-def _run_section(
-    frame: pd.DataFrame,
-    rs: Resampler,
-    info: RunInfo,
-    config: AnalyzeConfig,
-    cost: tuple[float, str] | None,
-) -> dict[str, Any]:
-    mine = labels(frame, "run") == info.label
-    sub_judged = mine & row_mask(frame, "judged")
-    acceptance = per_lang(frame, rs, mine, config.min_count)
-    judged_rate = per_lang(frame, rs, sub_judged, config.min_count)
-    unconditional, conditional = positions(frame, rs, mine, config.min_count)
-    section: dict[str, Any] = {
-        "label": info.label,
-        "path": info.path,
-        "method": info.method,
-        "k": info.k,
-        "signature": info.signature,
-        "status": info.status,
-        "replayed": info.replayed_from is not None,
-        "replayed_from": info.replayed_from,
-        "reconciliation": {**(info.reconciliation or {"matches": None}), "vllm": info.metrics},
-        "acceptance": acceptance,
-        "acceptance_judged": judged_rate,
-        "by_position": unconditional,
-        "by_position_conditional": conditional,
-        "text_per_step": text_per_step(frame, rs, mine),
-        **info.provenance,
-    }
-    if has_pair(frame, mine):
-        section["gap"] = gap(frame, rs, mine)
-        section["relative_gap_judged"] = gap(frame, rs, sub_judged, relative=True)
-    if cost is not None:
-        used_cost, cost_source, measured = cost[0], cost[1], True
-    else:
-        family = family_of(info.method, config.method_families)
-        used_cost, cost_source, measured = default_cost(family), "assumed default", False
-    lang_of = labels(frame, "lang")
-    first = frame["position"].to_numpy() == 0
-    speed = {}
-    for lang, block in acceptance.items():
-        # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
-        at = unconditional.get(lang, {})
-        curve = [(at[str(p)].per_draft if str(p) in at else None) or 0.0 for p in range(info.k)]
-        steps = int((mine & first & (lang_of == lang)).sum())
-        tps = 1.0 + block["accepted"] / steps if steps else None
-        iid = (judged_rate.get(lang) or {}).get("rate") or 0.0
-        speed[lang] = speed_model(curve, iid, info.k, used_cost, tps, cost_measured=measured)
-    section["speed"] = {
-        "draft_cost_source": cost_source,
-        "draft_cost": used_cost,
-        "draft_cost_measured": measured,
-        "by_lang": speed,
-    }
-    return section

@@ -2,9 +2,11 @@
 
 :func:`read` builds a record from a JSON object, each field from the key of its name
 (``renamed`` for another key) by the reader its annotation names; a wrong type reads as
-missing (None, an empty dict or tuple) and a value is kept as read. :meth:`Parsed.to_json`
-writes a record back, field by field in declared order (a field with :data:`OMITTED`
-metadata is left out when None); :func:`json_value` writes any value holding records.
+missing (None, an empty dict or tuple), a value is kept as read, and a value that is
+already the record is taken as it is. :meth:`Parsed.to_json` writes a record back, field
+by field in declared order (a field with :data:`OMITTED` metadata is left out when
+None, one with :data:`OUTSIDE` never); :func:`json_value` writes any value holding
+records.
 So declaring a field is all a new key needs; only fields kept elsewhere in the file
 are read by hand and passed to :func:`read` by name. Only the standard library.
 """
@@ -98,10 +100,15 @@ _SCALARS: dict[str, Reader] = {
     "dict[str, str] | None": lambda d: (
         {str(k): v for k, v in d.items() if isinstance(v, str)} if isinstance(d, Mapping) else None
     ),
+    "dict[str, int | None] | None": lambda d: (
+        {str(k): as_int(v) for k, v in d.items()} if isinstance(d, Mapping) else None
+    ),
     "dict[str, float | None] | None": lambda d: (
         {str(k): as_float(v) for k, v in d.items()} if isinstance(d, Mapping) else None
     ),
     "dict[str, str]": lambda d: {str(k): v for k, v in as_map(d).items() if isinstance(v, str)},
+    # a block kept as written (no reader looks inside)
+    "dict[str, Any] | None": lambda d: dict(d) if isinstance(d, Mapping) else None,
 }
 
 # --- the generic reader ---------------------------------------------------------------------
@@ -127,6 +134,7 @@ class Parsed:
             f.metadata.get("key", f.name): json_value(value)
             for f in dataclasses.fields(self)  # type: ignore[arg-type]
             if f.init
+            and not f.metadata.get("outside")
             and not ((value := getattr(self, f.name)) is None and f.metadata.get("omitted"))
         }
 
@@ -150,6 +158,8 @@ class Figure(Parsed):
 
     @classmethod
     def parse(cls, data: Any) -> Self | None:
+        if isinstance(data, cls):  # built already (the analysis' own blocks)
+            return data
         if not isinstance(data, Mapping) or not data:
             return None
         return read(cls, data)
@@ -160,7 +170,7 @@ class Section(Parsed):
 
     @classmethod
     def parse(cls, data: Any) -> Self:
-        return read(cls, data)
+        return data if isinstance(data, cls) else read(cls, data)
 
 
 def _reader(annotation: str) -> Reader:
@@ -189,9 +199,28 @@ def read(cls: type[T], data: Any, **given: Any) -> T:
     d = as_map(data)
     values = dict(given)
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in values and f.init:
+        if f.name not in values and f.init and not f.metadata.get("outside"):
             values[f.name] = _reader(str(f.type))(d.get(f.metadata.get("key", f.name)))
     return cls(**values)
+
+
+def typed(cls: type[T], block: Mapping[str, Any] | None, **given: Any) -> T | None:
+    """``block`` as the record ``cls`` (None for None), by summary.json's one schema.
+
+    Raises :class:`TypeError` when the record would not write ``block`` back as it is:
+    a key the analysis writes that the record does not declare, or declares otherwise,
+    is caught here, never silently dropped from summary.json."""
+    if block is None:
+        return None
+    record: T = read(cls, block, **given) if given else cls.parse(block)  # type: ignore[attr-defined]
+    written, built = json_value(record), json_value(block)
+    if written != built:
+        keys = sorted(k for k in {*written, *built} if written.get(k) != built.get(k))
+        raise TypeError(
+            f"summary.json: {cls.__name__} does not declare what the analysis wrote "
+            f"(keys {', '.join(map(str, keys))})"
+        )
+    return record
 
 
 def renamed(key: str) -> Any:
@@ -203,3 +232,8 @@ OMITTED: Mapping[str, Any] = {"omitted": True}
 """Metadata of a field whose key the file has only when it has a value (declared
 ``field(default=None, metadata=OMITTED)``): None is written by leaving the key out, not
 as null."""
+
+OUTSIDE: Mapping[str, Any] = {"outside": True}
+"""Metadata of a field kept outside the record's object in the file (a section's name,
+which is its key in the enclosing map): neither read nor written by the schema; the
+enclosing reader passes it to :func:`read`."""

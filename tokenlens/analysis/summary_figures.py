@@ -87,6 +87,8 @@ class Rate(Figure):
     sparse: bool | None = None
     not_estimable: str | None = None
     no_interval: str | None = None
+    pooled_over_k: tuple[int, ...] | None = None
+    family: str | None = None
 
     @classmethod
     def of(cls, estimate: Estimate, accepted: int, requests: int, sparse: bool) -> Rate:
@@ -104,7 +106,8 @@ class Rate(Figure):
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The estimate's keys (value at ``rate``), then accepted, requests, sparse."""
+        """The estimate's keys (value at ``rate``), accepted, requests, sparse, then the
+        pooled-over-k labels where set."""
         figure = Estimate(
             self.rate,
             self.ci_low,
@@ -113,11 +116,13 @@ class Rate(Figure):
             self.not_estimable,
             self.no_interval,
         )
+        labels = Estimate(pooled_over_k=self.pooled_over_k, family=self.family)._labels()
         return {
             **figure.to_json("rate"),
             "accepted": self.accepted,
             "requests": self.requests,
             "sparse": self.sparse,
+            **labels,
         }
 
 
@@ -173,17 +178,38 @@ class Support(Figure):
 
 
 @dataclass(frozen=True)
+class SplitClass(Section):
+    """One class of a split: both languages' rows, shares and rates, and its parts of
+    the gap (``composition`` and ``within`` for a shared class, ``out_of_support`` for
+    one outside support; none when the split is not estimable)."""
+
+    cls: str | None = renamed("class")
+    shared: bool | None = None
+    share_ja: float | None = None
+    share_en: float | None = None
+    rows_ja: int | None = None
+    rows_en: int | None = None
+    rate_ja: float | None = None
+    rate_en: float | None = None
+    composition: Estimate | None = field(default=None, metadata=OMITTED)
+    within: Estimate | None = field(default=None, metadata=OMITTED)
+    out_of_support: Estimate | None = field(default=None, metadata=OMITTED)
+
+
+@dataclass(frozen=True)
 class Split(Figure):
-    """gap = composition + within + out_of_support, by one column; the whole split is
-    ``not_estimable`` (why) when too little of the data lies in shared classes."""
+    """gap = composition + within + out_of_support by one ``column``, with each
+    class's part (``classes``); ``not_estimable`` (why) when too little of the data lies
+    in shared classes. Built by :func:`tokenlens.analysis.decompose.decompose`."""
 
     column: str | None = None
     gap: Estimate | None = None
+    support: Support | None = None
     composition: Estimate | None = None
     within: Estimate | None = None
     out_of_support: Estimate | None = None
-    support: Support | None = None
-    not_estimable: str | None = None
+    not_estimable: str | None = field(default=None, metadata=OMITTED)
+    classes: tuple[SplitClass, ...] = ()
 
     PARTS = ("composition", "within", "out_of_support")
 
@@ -220,85 +246,6 @@ class LengthStandardised(Estimate):
         if self.by_standard:
             out["by_standard"] = {k: v.to_json() for k, v in self.by_standard.items()}
         return out | labels
-
-
-@dataclass(frozen=True)
-class Contrast(Figure):
-    """H2's contrast: the within-confidence gap, trained minus training-free."""
-
-    difference: Estimate | None = None
-    within_trained: Estimate | None = None
-    within_training_free: Estimate | None = None
-    control: Control | None = None
-
-
-@dataclass(frozen=True)
-class Control(Figure):
-    """Whether H2's control was read: its measured violation (the training-free
-    drafter's within-confidence gap) against the range the verdict benchmark measured
-    (``range``, from ``source``); ``reason`` when it was not."""
-
-    range: float | None = None
-    source: str | None = None
-    violation: float | None = None
-    holds: bool | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Bounded(Figure):
-    """H2's effect where its control does not hold: the trained drafters'
-    within-confidence gap shifted by ∓``bound`` (``low``, ``high``), the union's interval
-    (``interval``), how the rule read it and the assumption it rests on
-    (docs/analysis.md, "H2 without its control")."""
-
-    bound: float | None = None
-    low: Estimate | None = None
-    high: Estimate | None = None
-    interval: Estimate | None = None
-    reading: str | None = None
-    assumption: str | None = None
-
-
-@dataclass(frozen=True)
-class Check(Figure):
-    """The second interval a verdict reads, and how the rule read it."""
-
-    name: str | None = None
-    value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int | None = None
-    not_estimable: str | None = None
-    reading: str | None = None
-    decision_low: float | None = None
-    decision_high: float | None = None
-
-
-@dataclass(frozen=True)
-class Power(Figure):
-    """The minimum detectable effect and the prompts per language an effect of each
-    size (the key, as written: ``"0.05"``) needs; ``rule`` says what it models (H2:
-    the whole conjunction), ``power_at`` the power at each size now."""
-
-    mde: float | None = None
-    prompts_needed: dict[str, int | None] = field(default_factory=dict)
-    rule: str | None = None
-    power_at: dict[str, float | None] = field(default_factory=dict)
-    mde_effect_alone: float | None = None
-    not_estimable: str | None = None
-
-
-@dataclass(frozen=True)
-class Reading(Figure):
-    """One figure of a sensitivity entry: its value and the interval the rule read."""
-
-    value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    decision_low: float | None = None
-    decision_high: float | None = None
-    not_estimable: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """summary.json's schema: its sections as frozen records, and the one reader of the file.
 
 :func:`load_summary` / :func:`parse_summary` take the file (or its parsed JSON) and
-return a :class:`Summary`: every section a record (these, those of
-:mod:`~tokenlens.analysis.summary_sections`, the figures of
+return a :class:`Summary`: every section a record (these; ``families``, ``h2_contrast``,
+``gap`` of :mod:`~tokenlens.analysis.summary_gaps`; ``hypotheses`` of
+:mod:`~tokenlens.analysis.summary_verdicts`; ``runs`` of
+:mod:`~tokenlens.analysis.summary_runs`; the rest of
+:mod:`~tokenlens.analysis.summary_sections`; the figures of
 :mod:`~tokenlens.analysis.summary_figures`), a section the file lacks empty or None.
 The analysis builds the same records and writes them with their ``to_json``
 (:func:`~tokenlens.analysis.summary_fields.json_value`), so a key is declared once.
@@ -24,37 +27,29 @@ from typing import Any
 from tokenlens.analysis.summary_fields import (
     Figure,
     Section,
-    as_bool,
-    as_float,
     as_map,
     as_str,
     as_strs,
     read,
-    renamed,
 )
 from tokenlens.analysis.summary_figures import (
-    Bounded,
-    Check,
     Classes,
-    Contrast,
-    Control,
     Estimate,
-    LengthStandardised,
-    PositionRate,
-    Power,
     Rate,
-    Reading,
-    Split,
     position_rates,
     rates,
 )
+from tokenlens.analysis.summary_gaps import Contrast, Family, Gap
+from tokenlens.analysis.summary_runs import RunSummary
 from tokenlens.analysis.summary_sections import (
     ByteLength,
     DomainFamily,
     MarginInSpeed,
     RejectionFamily,
     RejectionRun,
+    Rejections,
 )
+from tokenlens.analysis.summary_verdicts import Hypothesis
 from tokenlens.errors import TokenlensError
 from tokenlens.format_version import ANALYSIS, check_readable
 
@@ -95,211 +90,6 @@ class Settings(Section):
     power_effects: tuple[float, ...] = ()
     control_range: float | None = None
     rules_hash: str | None = None
-
-
-@dataclass(frozen=True)
-class Family(Section):
-    """One drafter family (``trained`` or ``training_free``) pooled over its runs
-    (``configurations``: the (method, k) of each)."""
-
-    name: str
-    gap_judged: Estimate | None = None
-    gap_all: Estimate | None = None
-    gap_length_standardised: LengthStandardised | None = None
-    confidence: Split | None = None
-    runs: tuple[str, ...] = ()
-    configurations: tuple[tuple[str, int], ...] = ()
-    acceptance: dict[str, Rate] = field(default_factory=dict)
-    acceptance_judged: dict[str, Rate] = field(default_factory=dict)
-
-    @property
-    def ks(self) -> tuple[int, ...]:
-        return tuple(sorted({k for _, k in self.configurations}))
-
-
-@dataclass(frozen=True)
-class Comparison(Section):
-    """One exploratory class comparison (Japanese − English within a class)."""
-
-    family: str | None = None
-    by: str | None = None
-    cls: str | None = renamed("class")  # the class ("class" in the file)
-    rows_ja: int | None = None
-    rows_en: int | None = None
-    rate_ja: float | None = None
-    rate_en: float | None = None
-    difference: Estimate | None = None
-
-
-@dataclass(frozen=True)
-class Explore(Figure):
-    comparisons: int | None = None
-    level: float | None = None
-    classes: tuple[Comparison, ...] = ()
-
-
-@dataclass(frozen=True)
-class Gap(Figure):
-    """The Japanese − English gap of one family (``family``) and its descriptive
-    splits by token class."""
-
-    family: str | None = None
-    overall: Estimate | None = None
-    judged: Estimate | None = None
-    relative_judged: Estimate | None = None
-    decomposition: dict[str, Split] = field(default_factory=dict)
-    explore: Explore | None = None
-
-
-@dataclass(frozen=True)
-class PerK(Section):
-    """A verdict of one k's runs alone, judged and on vLLM's all-token rate."""
-
-    runs: tuple[str, ...] = ()
-    verdict: str | None = None
-    verdict_all_tokens: str | None = None
-    gap: Reading | None = None
-    gap_all: Reading | None = None
-
-
-@dataclass(frozen=True)
-class Sensitivity(Figure):
-    """How a verdict moves with δ, with the all-token gap, per k, and under the first
-    rules' 95% reading (docs/analysis.md). ``flip_below``/``flip_above``: (δ, verdict)
-    where it changes nearest to the rule's δ."""
-
-    delta: float | None = None
-    flip_below: tuple[float, str] | None = None
-    flip_above: tuple[float, str] | None = None
-    all_tokens: str | None = None
-    all_tokens_gap: Reading | None = None
-    # the gate on the judged gap standardised by token byte length
-    length_standardised: str | None = None
-    length_standardised_gap: Reading | None = None
-    per_k: dict[str, PerK] = field(default_factory=dict)
-    previous: str | None = None
-    previous_level: float | None = None
-    previous_note: str | None = None
-    not_computed: str | None = None
-
-    @classmethod
-    def parse(cls, data: Any) -> Sensitivity | None:
-        if not isinstance(data, Mapping) or not data:
-            return None
-        flip = as_map(data.get("flip"))
-
-        def point(side: str) -> tuple[float, str] | None:
-            at = as_map(flip.get(side))
-            d, v = as_float(at.get("delta")), as_str(at.get("verdict"))
-            return (d, v) if d is not None and v is not None else None
-
-        all_tokens = as_map(data.get("all_tokens"))
-        length = as_map(data.get("length_standardised"))
-        previous = as_map(data.get("previous_rule"))
-        return read(
-            cls,
-            data,
-            delta=as_float(flip.get("delta")),
-            flip_below=point("below"),
-            flip_above=point("above"),
-            all_tokens=as_str(all_tokens.get("verdict")),
-            all_tokens_gap=Reading.parse(all_tokens.get("gap")),
-            length_standardised=as_str(length.get("verdict")),
-            length_standardised_gap=Reading.parse(length.get("gap")),
-            previous=as_str(previous.get("verdict")),
-            previous_level=as_float(previous.get("level")),
-            previous_note=as_str(previous.get("note")),
-        )
-
-
-@dataclass(frozen=True)
-class Hypothesis(Section):
-    """H1 or H2: the verdict, the effect it reads with its interval, and why."""
-
-    verdict: str | None = None
-    effect: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    not_estimable: str | None = None
-    evidence: str | None = None
-    family: str | None = None
-    estimand: str | None = None
-    reading: str | None = None
-    check: Check | None = None
-    power: Power | None = None
-    caveat: str | None = None
-    decision_low: float | None = None
-    decision_high: float | None = None
-    statement: str | None = None  # the verdict worded against its margin
-    scope: str | None = None  # the rows and runs it read
-    sensitivity: Sensitivity | None = None
-    control: Control | None = None  # H2: whether its control was read
-    bounded: Bounded | None = None  # H2 where its control does not hold
-
-    @property
-    def effect_estimate(self) -> Estimate:
-        """The effect as an :class:`Estimate` (for :func:`tokenlens.format.interval`)."""
-        return Estimate(self.effect, self.ci_low, self.ci_high, None, self.not_estimable)
-
-
-@dataclass(frozen=True)
-class SpeedModel(Section):
-    """The speed model of one run in one language (docs/analysis.md, "Speed model")."""
-
-    traced_k: int | None = None
-    measured_tokens_per_step: float | None = None
-    predicted_tokens_per_step: float | None = None
-    iid_tokens_per_step: float | None = None
-    draft_cost: float | None = None
-    recommended_k: int | None = None
-    recommended_speedup: float | None = None
-
-
-@dataclass(frozen=True)
-class RunSummary(Section):
-    """One analysed run. ``k`` is the draft tokens per step (the manifest's
-    ``num_speculative_tokens``); ``reconciled`` whether its events equal vLLM's counters
-    (None when the file does not say)."""
-
-    label: str | None = None
-    path: str | None = None
-    method: str | None = None
-    k: int | None = None
-    signature: str | None = None
-    status: str | None = None
-    replayed: bool = False
-    reconciled: bool | None = None
-    acceptance: dict[str, Rate] = field(default_factory=dict)
-    gap: Estimate | None = None
-    draft_cost_source: str | None = None
-    speed: dict[str, SpeedModel] = field(default_factory=dict)  # by language
-    acceptance_judged: dict[str, Rate] = field(default_factory=dict)
-    # {lang: {position: rate}}: over the steps that proposed a draft at p
-    by_position: dict[str, dict[str, PositionRate]] = field(default_factory=dict)
-    by_position_conditional: dict[str, dict[str, Rate]] = field(default_factory=dict)
-    text_per_step: dict[str, dict[str, Estimate]] = field(default_factory=dict)
-    dtype: str | None = None
-    device: str | None = None  # CPU, or the accelerator's name; None: not recorded
-    replay_source: str | None = None
-    replayed_from: str | None = None
-    models: tuple[Mapping[str, Any], ...] = ()
-
-    @classmethod
-    def parse(cls, data: Any) -> RunSummary:
-        d = as_map(data)
-        speed = as_map(d.get("speed"))
-        models = d.get("models")
-        return read(
-            cls,
-            d,
-            replayed=bool(d.get("replayed")),
-            reconciled=as_bool(as_map(d.get("reconciliation")).get("matches")),
-            draft_cost_source=as_str(speed.get("draft_cost_source")),
-            speed={str(k): SpeedModel.parse(v) for k, v in as_map(speed.get("by_lang")).items()},
-            models=tuple(m for m in models if isinstance(m, Mapping))
-            if isinstance(models, list)
-            else (),
-        )
 
 
 @dataclass(frozen=True)
@@ -365,8 +155,7 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
         if isinstance(key, str) and key.startswith("by_") and isinstance(block, Mapping):
             read_rates = position_rates if key == "by_position" else rates
             breakdowns[key] = {str(lang): read_rates(groups) for lang, groups in block.items()}
-    rejections = as_map(as_map(data.get("rejections")).get("families"))
-    rejection_runs = as_map(as_map(data.get("rejections")).get("runs"))
+    rejections = Rejections.parse(data.get("rejections")) or Rejections()
     domains = as_map(data.get("domains"))
     return read(
         Summary,
@@ -376,8 +165,8 @@ def parse_summary(data: Mapping[str, Any] | Summary) -> Summary:
             str(k): read(Family, v, name=str(k)) for k, v in as_map(data.get("families")).items()
         },
         warnings=as_strs(as_map(data.get("inputs")).get("warnings")),
-        rejections={str(k): RejectionFamily.parse(v) for k, v in rejections.items()},
-        rejection_runs={str(k): RejectionRun.parse(v) for k, v in rejection_runs.items()},
+        rejections=rejections.families,
+        rejection_runs=rejections.runs,
         byte_length={
             str(k): ByteLength.parse(v) for k, v in as_map(data.get("byte_length")).items()
         },

@@ -8,10 +8,11 @@ shares).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, as_map, read
+from tokenlens.analysis.summary_fields import OMITTED, Figure, Section, as_map, json_value, read
 from tokenlens.analysis.summary_figures import (
     Estimate,
     Rate,
@@ -59,13 +60,30 @@ class RejectionFamily(Section):
         d = as_map(data)
         shares = {}
         for kind in REJECTION_SHARES:
-            block = {}
-            for lang, v in as_map(d.get(kind)).items():
-                share = Share.parse(v)
-                if share is not None:
-                    block[str(lang)] = share
-            shares[kind] = block
+            if isinstance(d.get(kind), Mapping):  # a kind the file lacks stays out
+                block = {}
+                for lang, v in d[kind].items():
+                    share = Share.parse(v)
+                    if share is not None:
+                        block[str(lang)] = share
+                shares[kind] = block
         return read(cls, d, shares=shares)
+
+    def to_json(self) -> dict[str, Any]:
+        """``runs``, the counts, each kind's shares in :data:`REJECTION_SHARES` order
+        (the kinds it has), then the re-segmentation gap (``split_gap`` where read)."""
+        out: dict[str, Any] = {
+            "runs": list(self.runs),
+            "rejections": dict(self.rejections),
+            "unknown": dict(self.unknown),
+        }
+        out |= {
+            kind: json_value(self.shares[kind]) for kind in REJECTION_SHARES if kind in self.shares
+        }
+        out["resegmentation_gap"] = json_value(self.resegmentation_gap)
+        if self.split_gap is not None:
+            out["split_gap"] = self.split_gap.to_json()
+        return out
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,30 @@ class RejectionRun(RejectionFamily):
     def parse(cls, data: Any) -> RejectionRun:
         base = RejectionFamily.parse(data)
         return read(cls, as_map(data), shares=base.shares)
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's method, k, family and continuation, then the family block's keys."""
+        return {
+            "method": self.method,
+            "k": self.k,
+            "family": self.family,
+            "continuation": self.continuation,
+            "later_drafts": self.later_drafts,
+            "later_drafts_unknown": self.later_drafts_unknown,
+            **RejectionFamily.to_json(self),
+        }
+
+
+@dataclass(frozen=True)
+class Rejections(Figure):
+    """summary.json ``rejections``: the kinds and their definition, and the rejections
+    of each drafter family and each run (:mod:`tokenlens.analysis.rejection_summary`)."""
+
+    kinds: tuple[str, ...] = ()
+    resegmentation: tuple[str, ...] = ()
+    definition: str | None = None
+    families: dict[str, RejectionFamily] = field(default_factory=dict)
+    runs: dict[str, RejectionRun] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,17 @@
-"""H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md.
+"""H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md ("Verdicts").
 
-Vocabulary: ``supported``, ``not_supported``, ``no_japanese_deficit`` (Japanese is not
-worse by more than δ: no deficit beyond the margin to explain), ``inconclusive``,
-``insufficient_data`` (fewer than ``min_prompts`` prompts per language).
+:func:`compute_parts` takes the joined frame and returns what both rules read
+(:class:`Parts`: per drafter family its rates, judged gap and confidence split, and H2's
+contrast); :func:`decide` returns ``{"H1": ..., "H2": ...}``, each a block that
+:mod:`~tokenlens.analysis.summarize` types as a
+:class:`~tokenlens.analysis.summary_verdicts.Hypothesis`. Verdicts: ``supported``,
+``not_supported``, ``no_japanese_deficit``, ``inconclusive``, ``insufficient_data``.
+H1 reads the trained drafters' shared composition by the target's confidence (check: the
+n-gram drafter's); H2 the difference in differences of the within-confidence gap
+(check: the trained drafters' own). Families are never pooled.
 
-Why one file over 450 lines: the two rules and H2's control check read one set of
-estimates, and a reader checks them against docs/analysis.md side by side.
-
-Each rule reads one effect and one check, both on judged rows of the same runs, against
-a threshold δ (:mod:`tokenlens.analysis.rules`: the readings, H1's veto rule and H2's
-conjunction; :mod:`tokenlens.analysis.power`: how much data a verdict needs).
-
-H1 (tokenization / text structure): the effect is the *shared composition* of the
-judged gap by the target's confidence for the trained drafters (Japanese has more of
-the positions where the target itself is unsure, and such positions are hard for every
-drafter); the check is the same quantity for the training-free (n-gram) drafter on the
-same prompts. Computed per drafter family, never pooling the two.
-
-H2 (training data): the effect is the difference in differences of the within-confidence
-Japanese gap, trained minus training-free drafters on the same prompts; the check is
-the trained drafters' own within-confidence gap (with the same weights), so that
-"n-gram is better on Japanese" alone never reads as "the trained drafter lacks data".
+Why one file over 450 lines: the two rules and H2's control read one set of estimates
+and are checked against docs/analysis.md side by side.
 """
 
 from __future__ import annotations
@@ -29,7 +20,7 @@ import hashlib
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -72,7 +63,10 @@ from tokenlens.analysis.rules import (
     tri,
     verdict_of,
 )
-from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_fields import typed
+from tokenlens.analysis.summary_figures import Estimate, Rate, Split
+from tokenlens.analysis.summary_gaps import Contrast, Family
+from tokenlens.analysis.summary_verdicts import Check, Hypothesis, Power
 from tokenlens.analysis.wording import (
     CONFIDENCE_CAVEAT,
     H2_CAVEAT,
@@ -106,10 +100,16 @@ def rules_identity(rules: Rules, support: Support) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def pp(effect: dict[str, Any] | None) -> str:
-    """``-6.2 pp (95% CI -7.9 to -4.6)``; ``not estimable (why)`` for a null. The figure
-    is read as summary.json's reader reads it (:class:`Estimate`)."""
+def pp(effect: Estimate | Mapping[str, Any] | None) -> str:
+    """``-6.2 pp (95% CI -7.9 to -4.6)``; ``not estimable (why)`` for a null. A block is
+    read as summary.json's reader reads it (:class:`Estimate`)."""
     return interval_prose(Estimate.parse(effect), "pp") if effect is not None else "not available"
+
+
+def as_block(figure: Estimate | None) -> dict[str, Any] | None:
+    """``figure`` as summary.json writes it: the form the rule functions read (their
+    code is hashed into the rules' identity, :func:`rules_identity`, so it stays)."""
+    return figure.to_json() if figure is not None else None
 
 
 def families(frame: pd.DataFrame) -> dict[str, Mask]:
@@ -141,10 +141,10 @@ def configurations(frame: pd.DataFrame, rows: Mask) -> list[list[Any]]:
     return [[m, x] for m, x in sorted(pairs)]
 
 
-def scope_phrase(block: Mapping[str, Any] | None) -> str:
+def scope_phrase(family: Family | None) -> str:
     """``judged positions, runs of draft_model at k = 1–5``: the rows and runs a
     family's figures read."""
-    configs = (block or {}).get("configurations") or []
+    configs = family.configurations if family is not None else ()
     return "judged positions, " + runs_phrase((str(m), int(k)) for m, k in configs)
 
 
@@ -157,36 +157,32 @@ def prompts_per_lang(frame: pd.DataFrame, rows: Mask | None = None) -> dict[str,
     return {x: len(set(keys[lang == x])) for x in (JA, EN)}
 
 
-def _verdict(
-    verdict: str,
-    effect: dict[str, Any] | None,
-    evidence: str,
-    **extra: Any,
-) -> dict[str, Any]:
-    effect = effect or {"value": None, "ci_low": None, "ci_high": None}
-    out = {
-        "verdict": verdict,
-        "effect": effect.get("value"),
-        "ci_low": effect.get("ci_low"),
-        "ci_high": effect.get("ci_high"),
-    }
-    if effect.get("decision_low") is not None and effect.get("decision_high") is not None:
-        out["decision_low"] = effect["decision_low"]
-        out["decision_high"] = effect["decision_high"]
-    reason = effect.get("not_estimable") or effect.get("no_interval")
-    if effect.get("value") is None or effect.get("ci_low") is None:
-        out["not_estimable"] = reason or "not computed"
-    out["evidence"] = evidence
-    out.update(extra)
-    return out
+def _verdict(verdict: str, effect: Estimate | None, evidence: str, **extra: Any) -> Hypothesis:
+    """A :class:`Hypothesis` reading ``effect``: its value and interval, the decision
+    interval when it has both ends, why it has none (``not computed`` without a reason)."""
+    e = effect or Estimate()
+    decided = e.decision_low is not None and e.decision_high is not None
+    missing = e.value is None or e.ci_low is None
+    return Hypothesis(
+        verdict=verdict,
+        effect=e.value,
+        ci_low=e.ci_low,
+        ci_high=e.ci_high,
+        decision_low=e.decision_low if decided else None,
+        decision_high=e.decision_high if decided else None,
+        not_estimable=(e.not_estimable or e.no_interval or "not computed") if missing else None,
+        evidence=evidence,
+        **extra,
+    )
 
 
 @dataclass(frozen=True)
 class Parts:
-    """Everything the verdicts read, computed once (also written to summary.json)."""
+    """Everything the verdicts read, computed once (``families`` and ``contrast`` are
+    also summary.json's ``families`` and ``h2_contrast``)."""
 
-    families: dict[str, dict[str, Any]]
-    contrast: dict[str, Any] | None
+    families: dict[str, Family]
+    contrast: Contrast | None
     prompts: dict[str, int]
     conf_rows: int
     df: int
@@ -201,36 +197,45 @@ def compute_parts(
     top1 = frame["top1_prob"].to_numpy(dtype=np.float64) if "top1_prob" in frame else None
     conf_rows = judged & np.isfinite(top1) if top1 is not None else np.zeros(len(frame), bool)
     codes, labels = confidence_bins(frame, conf_rows)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Family] = {}
     for name, mask in fams.items():
         rows = judged & mask
-        block: dict[str, Any] = {
-            "methods": sorted(set(label_values(frame, "method")[mask])),
-            "runs": sorted(set(label_values(frame, "run")[mask])),
-            "configurations": configurations(frame, mask),
+        family = Family(
+            name=name,
+            methods=tuple(sorted(set(label_values(frame, "method")[mask]))),
+            runs=tuple(sorted(set(label_values(frame, "run")[mask]))),
+            configurations=tuple((str(m), int(k)) for m, k in configurations(frame, mask)),
             # vLLM's rate over every run of the family: pooled over k when the family
             # has several (``configurations``); read per run (``runs[]``) then.
-            "acceptance": per_lang(frame, rs, mask, 0),
-            "acceptance_judged": per_lang(frame, rs, rows, 0),
-            "prompts": prompts_per_lang(frame, mask),
-        }
+            acceptance=_rates(per_lang(frame, rs, mask, 0)),
+            acceptance_judged=_rates(per_lang(frame, rs, rows, 0)),
+            prompts=prompts_per_lang(frame, mask),
+        )
         if has_pair(frame, rows):
-            block["gap_judged"] = gap(frame, rs, rows)
-            block["gap_all"] = gap(frame, rs, mask)
             dec = decompose(frame, rs, codes, labels, conf_rows & mask, support, "confidence")
-            block["confidence"] = dec
-        out[name] = block
+            family = replace(
+                family,
+                gap_judged=typed(Estimate, gap(frame, rs, rows)),
+                gap_all=typed(Estimate, gap(frame, rs, mask)),
+                confidence=typed(Split, dec),
+            )
+        out[name] = family
     contrast = None
     if TRAINED in fams and FREE in fams and has_pair(frame, judged):
-        contrast = did(frame, rs, codes, labels, conf_rows, fams[TRAINED], support)
-        contrast["bins"] = labels
-        apply_control(contrast, control_range)
+        block = did(frame, rs, codes, labels, conf_rows, fams[TRAINED], support)
+        block["bins"] = labels
+        contrast = typed(Contrast, apply_control(block, control_range))
     g, h = rs.design(judged)
     return Parts(out, contrast, prompts_per_lang(frame), int(conf_rows.sum()), max(g - h, 0))
 
 
-def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules, parts: Parts) -> dict[str, Any]:
-    """``{"H1": {...}, "H2": {...}}``: verdict, effect, ci_low, ci_high, evidence, ..."""
+def _rates(block: Mapping[str, Any]) -> dict[str, Rate]:
+    """``{lang: Rate}`` from :func:`~tokenlens.analysis.breakdown.per_lang`."""
+    return {lang: rate for lang, v in block.items() if (rate := typed(Rate, v)) is not None}
+
+
+def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules, parts: Parts) -> dict[str, Hypothesis]:
+    """``{"H1": Hypothesis, "H2": Hypothesis}`` by the rules of docs/analysis.md."""
     if not has_pair(frame):
         # A missing language is the limiting case of too few prompts: insufficient data
         # (what --help and the contract promise), not an inconclusive reading of data.
@@ -247,18 +252,19 @@ def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules, parts: Parts) -> di
     ):
         # The prompts behind this hypothesis: every family it reads, both languages.
         counts = [
-            (parts.families[f].get("prompts") or {})
-            for f in dict.fromkeys(fams)
-            if f in parts.families
+            parts.families[f].prompts for f in dict.fromkeys(fams) if f in parts.families
         ] or [parts.prompts]
         ja = min(c.get(JA, 0) for c in counts)
         en = min(c.get(EN, 0) for c in counts)
         h = decide_one(parts, rules, min(ja, en))
         if min(ja, en) < rules.min_prompts:
-            h["verdict"] = INSUFFICIENT
-            h["evidence"] = (
-                f"Too little data for a verdict: {ja} Japanese and {en} English prompts; the "
-                f"rules need at least {rules.min_prompts} per language. {h['evidence']}"
+            h = replace(
+                h,
+                verdict=INSUFFICIENT,
+                evidence=(
+                    f"Too little data for a verdict: {ja} Japanese and {en} English prompts; "
+                    f"the rules need at least {rules.min_prompts} per language. {h.evidence}"
+                ),
             )
         out[name] = h
     return out
@@ -290,10 +296,10 @@ def _rule(
     return verdict, ""
 
 
-def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
+def _h1(parts: Parts, rules: Rules, n: int) -> Hypothesis:
     fam = TRAINED if TRAINED in parts.families else FREE
-    block = parts.families.get(fam) or {}
-    dec = block.get("confidence")
+    block = parts.families.get(fam)
+    dec = block.confidence if block is not None else None
     if parts.conf_rows == 0:
         return _verdict(
             INCONCLUSIVE,
@@ -304,31 +310,34 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         )
     if dec is None:
         return _verdict(INCONCLUSIVE, None, "No judged Japanese and English rows to split.")
-    effect = dec["composition"]
-    reading = tri(effect, rules.delta)
+    effect = dec.composition
+    reading = tri(as_block(effect), rules.delta)
     check = None
     check_reading = None
-    other = (parts.families.get(FREE) or {}).get("confidence") if fam == TRAINED else None
+    free = parts.families.get(FREE)
+    other = free.confidence if fam == TRAINED and free is not None else None
     if other is not None:
-        check = other["composition"]
-        check_reading = tri(check, rules.delta)
-    gap_j = block.get("gap_judged")
+        check = other.composition
+        check_reading = tri(as_block(check), rules.delta)
+    gap_j = block.gap_judged if block is not None else None
     label = "trained drafters" if fam == TRAINED else "training-free drafters"
+    support = dec.support
+    assert support is not None and support.share_ja is not None and support.share_en is not None
     text = (
         f"Judged-acceptance gap of the {label} (Japanese minus English): {pp(gap_j)}. "
         f"Split by the target's confidence: shared composition {pp(effect)}, within "
-        f"{pp(dec['within'])}, out of support {pp(dec['out_of_support'])} "
-        f"({1 - dec['support']['share_ja']:.0%} of Japanese and "
-        f"{1 - dec['support']['share_en']:.0%} of English rows lie outside the shared bins)."
+        f"{pp(dec.within)}, out of support {pp(dec.out_of_support)} "
+        f"({1 - support.share_ja:.0%} of Japanese and "
+        f"{1 - support.share_en:.0%} of English rows lie outside the shared bins)."
     )
     if check is not None:
         text += f" Check, the n-gram drafter's shared composition: {pp(check)}."
     elif fam == TRAINED:
         text += " No training-free (n-gram) run on the same prompts: the check is missing."
     scope = scope_phrase(block)
-    verdict, note = _rule(gap_j, reading, check_reading, rules, scope=scope)
+    verdict, note = _rule(as_block(gap_j), reading, check_reading, rules, scope=scope)
     text += note
-    check_scope = scope_phrase(parts.families.get(FREE))
+    check_scope = scope_phrase(free)
     statement = _statement(
         verdict,
         gap_j,
@@ -339,6 +348,11 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
             ("check, the n-gram drafter's shared composition", check, check_reading, check_scope),
         ],
     )
+    power = {
+        **effect_power(as_block(effect), parts.df, rules, n),
+        "rule": "effect alone: the check's veto, which binds only when the check reads "
+        "no, is not modelled",
+    }
     return _verdict(
         verdict,
         effect,
@@ -347,18 +361,14 @@ def _h1(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         estimand="shared composition of the judged gap by the target's confidence",
         reading=reading,
         check=_check(check, check_reading, "shared composition, training-free drafters"),
-        power={
-            **effect_power(effect, parts.df, rules, n),
-            "rule": "effect alone: the check's veto, which binds only when the check reads "
-            "no, is not modelled",
-        },
+        power=typed(Power, power),
         caveat=CONFIDENCE_CAVEAT + " " + TOKEN_CAVEAT,
         scope=scope,
         statement=statement,
     )
 
 
-def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
+def _h2(parts: Parts, rules: Rules, n: int) -> Hypothesis:
     if TRAINED not in parts.families:
         return _verdict(
             INCONCLUSIVE, None, "No trained-drafter run: H2 concerns learned drafters.", reading=NA
@@ -371,7 +381,8 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
             "measured (trace with --logprobs).",
             reading=NA,
         )
-    if parts.contrast is None:
+    contrast = parts.contrast
+    if contrast is None:
         return _verdict(
             INCONCLUSIVE,
             None,
@@ -379,28 +390,26 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
             "no n-gram run was given.",
             reading=NA,
         )
-    effect = parts.contrast["difference"]
-    check = parts.contrast["within_trained"]
-    control = parts.contrast.get("control") or {}
-    reading, check_reading = tri(effect, rules.delta), tri(check, rules.delta)
+    effect, check = contrast.difference, contrast.within_trained
+    reading = tri(as_block(effect), rules.delta)
+    check_reading = tri(as_block(check), rules.delta)
+    control = contrast.control
     bounded = None
-    if control.get("reason"):  # the control does not hold: the effect is bounded instead
-        reading = bounded_reading(check, rules.control_range, rules.delta)
+    if control is not None and control.reason:  # the control does not hold: bound instead
+        reading = bounded_reading(as_block(check), rules.control_range, rules.delta)
         bounded = bounded_effect(check, rules.control_range, reading)
-    gap_j = (parts.families.get(TRAINED) or {}).get("gap_judged")
+    trained = parts.families[TRAINED]
+    gap_j = trained.gap_judged
     text = (
         f"At equal target confidence, the trained drafters' Japanese gap is {pp(check)} and "
-        f"the n-gram drafter's {pp(parts.contrast['within_training_free'])}; difference "
+        f"the n-gram drafter's {pp(contrast.within_training_free)}; difference "
         f"{pp(effect)}."
     )
-    trained = parts.families.get(TRAINED)
     scope = scope_phrase(trained)
-    verdict, note = _rule(gap_j, reading, check_reading, rules, both=True, scope=scope)
+    verdict, note = _rule(as_block(gap_j), reading, check_reading, rules, both=True, scope=scope)
     text += note
-    both_configs = [
-        *((trained or {}).get("configurations") or []),
-        *((parts.families.get(FREE) or {}).get("configurations") or []),
-    ]
+    free = parts.families.get(FREE)
+    both_configs = [*trained.configurations, *(free.configurations if free else ())]
     contrast_scope = "judged positions, " + runs_phrase((str(m), int(k)) for m, k in both_configs)
     statement = _statement(
         verdict,
@@ -418,25 +427,29 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
             else (
                 "bounded effect, the trained drafters' within-confidence gap ± "
                 f"{100 * rules.control_range:g} pp (the n-gram control does not hold)",
-                bounded["interval"],
+                bounded.interval,
                 reading,
                 scope,
             ),
             ("check, the trained drafters' within-confidence gap", check, check_reading, scope),
         ],
     )
-    correlation = (parts.contrast.get("correlation") or {}).get("difference_within_trained")
-    power = None
-    if bounded is not None:  # the effect is not read (rules.apply_control)
+    correlation = (contrast.correlation or {}).get("difference_within_trained")
+    if control is not None and control.reason:  # the effect is not read (rules.apply_control)
         text += (
             " The difference in differences is not read: the n-gram control does not hold "
             "here. Bounded instead: if the within-confidence gap any drafter would show for "
             f"reasons of the text alone lies within ±{100 * rules.control_range:g} pp, the "
             f"effect lies within the trained drafters' within-confidence gap ± "
-            f"{100 * rules.control_range:g} pp: {span(bounded['interval'], rules.decision_level)}."
+            f"{100 * rules.control_range:g} pp: "
+            f"{span(bounded.interval if bounded else None, rules.decision_level)}."
         )
-        power = {"not_estimable": control["reason"], "rule": "conjunction"}
-    power = power or power_conjunction(effect, check, correlation, parts.df, rules, n)
+        power = Power(rule="conjunction", not_estimable=control.reason)
+    else:
+        block = power_conjunction(
+            as_block(effect), as_block(check), correlation, parts.df, rules, n
+        )
+        power = typed(Power, block) or Power()
     return _verdict(
         verdict,
         effect,
@@ -447,7 +460,7 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
         reading=reading,
         check=_check(check, check_reading, "within-confidence gap, trained drafters"),
         power=power,
-        control=control or None,
+        control=control,
         bounded=bounded,
         caveat=H2_CAVEAT + " " + CONFIDENCE_CAVEAT,
         scope=scope,
@@ -457,22 +470,22 @@ def _h2(parts: Parts, rules: Rules, n: int) -> dict[str, Any]:
 
 def _statement(
     verdict: str,
-    gate: dict[str, Any] | None,
+    gate: Estimate | None,
     rules: Rules,
     scope: str,
-    readings: list[tuple[str, dict[str, Any] | None, str | None, str]],
+    readings: list[tuple[str, Estimate | None, str | None, str]],
 ) -> str:
     """The verdict worded against its margin (:mod:`tokenlens.analysis.wording`): the
     gate's sentence for no deficit, else each reading with its rows, runs and interval."""
     level = rules.decision_level
     if verdict == NO_DEFICIT and gate is not None:
-        bounds = dict(zip(DECISION_KEYS, decision_bounds(gate), strict=True))
+        bounds = dict(zip(DECISION_KEYS, decision_bounds(gate.to_json()), strict=True))
         return no_deficit_sentence(rules.delta, scope, bounds, level) + "."
     sentences = []
     for label, figure, reading, where in readings:
         if figure is None or reading is None:
             continue
-        low, high = decision_bounds(figure)
+        low, high = decision_bounds(figure.to_json())
         sentences.append(
             f"{label[0].upper()}{label[1:]}: "
             + reading_sentence(reading, rules.delta, where, low, high, level)
@@ -481,7 +494,9 @@ def _statement(
     return " ".join(sentences)
 
 
-def _check(effect: dict[str, Any] | None, reading: str | None, name: str) -> dict[str, Any] | None:
+def _check(effect: Estimate | None, reading: str | None, name: str) -> Check | None:
+    """The check a verdict read: ``effect`` with its ``name`` and ``reading``."""
     if effect is None:
         return None
-    return {"name": name, **effect, "reading": reading or NA}
+    figure = {f.name: getattr(effect, f.name) for f in fields(Estimate)}
+    return Check(**figure, name=name, reading=reading or NA)

@@ -17,13 +17,12 @@ import pyarrow.parquet as pq
 from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_file import (
     SUMMARY,
-    Hypothesis,
-    RunSummary,
     Summary,
-    parse_summary,
-    read_summary_json,
+    load_summary,
 )
+from tokenlens.analysis.summary_runs import RunSummary
 from tokenlens.analysis.summary_sections import RejectionFamily
+from tokenlens.analysis.summary_verdicts import Hypothesis
 from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.errors import TokenlensError
@@ -57,16 +56,12 @@ def write_analyze_report(analysis_dir: Path, out: Path | None = None) -> Path:
     for path in (summary_path, tokens_path):
         if not path.is_file():
             raise TokenlensError(f"{path}: not found (run tokenlens analyze first)")
-    # The charts walk the file's breakdowns, splits and speed curves as JSON (the gap
-    # splits' classes and the speed model's per-k points have no type yet); the rest of
-    # the page reads the typed view of the same file.
-    data = read_summary_json(summary_path)
-    summary = parse_summary(data)
+    summary = load_summary(summary_path)
     wanted = [c for c in tokenview.EVENT_COLUMNS if c in pq.read_schema(tokens_path).names]
     events = pq.read_table(tokens_path, columns=wanted).to_pandas()
     out = out if out is not None else analysis_dir / REPORT
     out.parent.mkdir(parents=True, exist_ok=True)
-    specs = all_charts(data)
+    specs = all_charts(summary)
     html = chart_page(
         TEMPLATE,
         "tokenlens analysis",
@@ -261,7 +256,7 @@ def _domain_tables(summary: Summary) -> list[dict[str, Any]]:
 def _speed_rows(summary: Summary) -> list[list[Any]]:
     rows = []
     for run in summary.runs:
-        for lang, m in run.speed.items():
+        for lang, m in run.speed_by_lang.items():
             rows.append(
                 [
                     run.label,

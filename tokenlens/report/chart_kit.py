@@ -12,6 +12,8 @@ from typing import Any
 
 import altair as alt
 
+from tokenlens.analysis.summary_figures import Rate
+from tokenlens.analysis.summary_file import Summary
 from tokenlens.format import finite, lang_order
 
 Spec = dict[str, Any]
@@ -34,9 +36,9 @@ def pp_value(value: Any) -> float | None:
     return None if number is None else 100.0 * number
 
 
-def languages(summary: Mapping[str, Any]) -> list[str]:
+def languages(summary: Summary) -> list[str]:
     """Languages of the analysis, Japanese and English first (the comparison studied)."""
-    return lang_order(summary.get("acceptance") or {})
+    return lang_order(summary.acceptance)
 
 
 def lang_color(langs: list[str]) -> alt.Color:
@@ -46,17 +48,17 @@ def lang_color(langs: list[str]) -> alt.Color:
     return alt.Color("lang:N", title="language", scale=alt.Scale(domain=langs, range=colours))
 
 
-def rate_rows(section: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[Row]:
-    """Flatten ``{lang: {group: stats}}`` into one row per (lang, group)."""
+def rate_rows(section: Mapping[str, Mapping[str, Rate]]) -> list[Row]:
+    """Flatten ``{lang: {group: Rate}}`` into one row per (lang, group)."""
     return [
         {
             "lang": lang,
             "group": str(group),
-            "rate": finite(stats.get("rate")),
-            "ci_low": finite(stats.get("ci_low")),
-            "ci_high": finite(stats.get("ci_high")),
-            "n": int(stats.get("n") or 0),
-            "sparse": bool(stats.get("sparse", False)),
+            "rate": finite(stats.rate),
+            "ci_low": finite(stats.ci_low),
+            "ci_high": finite(stats.ci_high),
+            "n": int(stats.n or 0),
+            "sparse": bool(stats.sparse),
         }
         for lang, groups in section.items()
         for group, stats in groups.items()

@@ -1,21 +1,20 @@
-"""Vega-Lite chart specs (built with Altair) from summary.json's parsed JSON.
+"""Vega-Lite chart specs (built with Altair) from the typed summary.
 
-Each function takes the file's JSON (not the typed view: the gap splits' classes and the
-speed model's per-k points have no record yet) and returns a plain Vega-Lite dict with
-its data inline, so the page needs no data files and tests can check data and
-encodings without rendering. Rates are drawn with their prompt-clustered 95% intervals
-and their row counts (a rate without its n invites over-reading sparse classes); sparse
-groups (fewer rows than min_count) are hollow.
+Each function takes a :class:`~tokenlens.analysis.summary_file.Summary` and returns a
+plain Vega-Lite dict with its data inline, so the page needs no data files and tests
+can check data and encodings without rendering. Rates are drawn with their
+prompt-clustered 95% intervals and their row counts (a rate without its n invites
+over-reading sparse classes); sparse groups (fewer rows than min_count) are hollow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import altair as alt
 
-from tokenlens.analysis.summary_file import Scope
+from tokenlens.analysis.summary_figures import Rate
+from tokenlens.analysis.summary_file import Scope, Summary
 from tokenlens.analysis.token_classes import charted, class_entry
 from tokenlens.format import finite
 from tokenlens.report.chart_kit import (
@@ -59,9 +58,9 @@ def scope_words(scope: Scope | None) -> str:
     return f" ({family}: {', '.join(scope.runs)})"
 
 
-def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -> Spec:
+def rate_chart(summary: Summary, key: str, title: str, x_title: str) -> Spec:
     """One ``by_*`` section of the summary as rates with intervals and counts."""
-    rows = rate_rows(summary.get(key) or {})
+    rows = rate_rows(summary.breakdown(key))
     groups = first_seen(r["group"] for r in rows)
     if key.startswith("by_position"):
         groups.sort(key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
@@ -71,17 +70,16 @@ def rate_chart(summary: Mapping[str, Any], key: str, title: str, x_title: str) -
         rows,
         groups,
         languages(summary),
-        title + scope_words(Scope.parse(summary.get("scope"))),
+        title + scope_words(summary.scope),
         x_title,
     )
 
 
-def acceptance_chart(summary: Mapping[str, Any]) -> Spec:
+def acceptance_chart(summary: Summary) -> Spec:
     """vLLM's acceptance rate per language and run (never pooled across runs: it depends
     on the method and on k)."""
-    runs = summary.get("runs") or []
-    sources: list[tuple[str, Mapping[str, Any]]] = [
-        (f"{r['label']} ({r['method']}, k={r['k']})", r.get("acceptance") or {}) for r in runs
+    sources: list[tuple[str, Mapping[str, Rate]]] = [
+        (f"{r.label} ({r.method}, k={r.k})", r.acceptance) for r in summary.runs
     ]
     rows = [
         dict(row, lang=row["group"], group=label)
@@ -93,17 +91,18 @@ def acceptance_chart(summary: Mapping[str, Any]) -> Spec:
     return _rate_spec(rows, groups, languages(summary), title, "runs")
 
 
-def position_rows(summary: Mapping[str, Any], key: str) -> list[Row]:
+def position_rows(summary: Summary, key: str) -> list[Row]:
     """Per run, language and draft position: the rate of ``key`` (``by_position`` or
     ``by_position_conditional`` of each run) with its interval and count."""
     rows = []
-    for run in summary.get("runs") or []:
-        for row in rate_rows(run.get(key) or {}):
-            rows.append(dict(row, run=str(run.get("label")), position=int(row["group"])))
+    for run in summary.runs:
+        section: Mapping[str, Mapping[str, Rate]] = getattr(run, key)
+        for row in rate_rows(section):
+            rows.append(dict(row, run=str(run.label), position=int(row["group"])))
     return rows
 
 
-def position_chart(summary: Mapping[str, Any], key: str, title: str) -> Spec:
+def position_chart(summary: Summary, key: str, title: str) -> Spec:
     """Acceptance by draft position, one panel per run (positions of runs with different
     k are different quantities)."""
     rows = position_rows(summary, key)
@@ -138,50 +137,49 @@ def position_chart(summary: Mapping[str, Any], key: str, title: str) -> Spec:
     return spec
 
 
-def difference_rows(summary: Mapping[str, Any]) -> list[Row]:
+def difference_rows(summary: Summary) -> list[Row]:
     """Japanese − English within each compared class of the declared breakdowns, per
     drafter family (summary.json ``classes``), in pp; one-language classes have no row."""
     rows: list[Row] = []
-    families = ((summary.get("classes") or {}).get("families")) or {}
+    families = summary.classes.families if summary.classes is not None else {}
     for family, block in families.items():
-        for column, table in (block.get("by") or {}).items():
-            for entry in table.get("classes") or []:
-                d = entry.get("difference") or {}
-                if entry.get("status") != "compared" or finite(d.get("value")) is None:
+        for column, table in block.by.items():
+            for entry in table.classes:
+                d = entry.difference
+                if entry.status != "compared" or d is None or finite(d.value) is None:
                     continue
                 rows.append(
                     {
                         "family": FAMILY_WORDS.get(family, family),
                         "by": str(column),
-                        "class": str(entry.get("class")),
-                        "value": pp_value(d.get("value")),
-                        "ci_low": pp_value(d.get("ci_low")),
-                        "ci_high": pp_value(d.get("ci_high")),
-                        "p_holm": finite(d.get("p_holm")),
-                        "n": int(d.get("n") or 0),
+                        "class": str(entry.cls),
+                        "value": pp_value(d.value),
+                        "ci_low": pp_value(d.ci_low),
+                        "ci_high": pp_value(d.ci_high),
+                        "p_holm": finite(d.p_holm),
+                        "n": int(d.n or 0),
                     }
                 )
     return rows
 
 
-def domain_rows(summary: Mapping[str, Any]) -> list[Row]:
+def domain_rows(summary: Summary) -> list[Row]:
     """The judged gap per domain and drafter family (summary.json ``domains``), in pp."""
     rows: list[Row] = []
-    families = ((summary.get("domains") or {}).get("families")) or {}
-    for family, block in families.items():
-        for domain, g in (block.get("domains") or {}).items():
-            if finite(g.get("value")) is None:
+    for family, block in summary.domains.items():
+        for domain, g in block.domains.items():
+            if finite(g.value) is None:
                 continue
             rows.append(
                 {
                     "family": FAMILY_WORDS.get(family, family),
                     "by": "domain",
                     "class": str(domain),
-                    "value": pp_value(g.get("value")),
-                    "ci_low": pp_value(g.get("ci_low")),
-                    "ci_high": pp_value(g.get("ci_high")),
+                    "value": pp_value(g.value),
+                    "ci_low": pp_value(g.ci_low),
+                    "ci_high": pp_value(g.ci_high),
                     "p_holm": None,
-                    "n": int(g.get("pairs") or 0),
+                    "n": int(g.pairs or 0),
                 }
             )
     return rows
@@ -269,7 +267,7 @@ def _rate_spec(
     return chart.to_dict()
 
 
-def all_charts(summary: Mapping[str, Any]) -> dict[str, Spec]:
+def all_charts(summary: Summary) -> dict[str, Spec]:
     """Every chart of the analyze report, by a stable id (also the export file name)."""
     charts: dict[str, Spec] = {"acceptance": acceptance_chart(summary)}
     for key, title in POSITION_SECTIONS:
@@ -286,9 +284,9 @@ def all_charts(summary: Mapping[str, Any]) -> dict[str, Spec]:
             domain_rows(summary), "Judged gap per domain, Japanese − English", facet=False
         )
     for key, title, x_title in RATE_SECTIONS:
-        if summary.get(key):
+        if summary.breakdown(key):
             charts[key] = rate_chart(summary, key, title, x_title)
-    if summary.get("gap"):
+    if summary.gap is not None:
         charts["gap"] = gap_chart(summary)
         if decomposition_rows(summary):
             charts["decomposition"] = decomposition_chart(summary)

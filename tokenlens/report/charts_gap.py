@@ -5,11 +5,10 @@ intervals; a part the data cannot estimate has no mark).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import altair as alt
 
+from tokenlens.analysis.summary_figures import Estimate, Split
+from tokenlens.analysis.summary_file import Summary
 from tokenlens.format import finite
 from tokenlens.report.chart_kit import (
     WIDTH,
@@ -24,44 +23,46 @@ _PARTS = ("gap", "composition", "within", "out_of_support")
 _CLASS_PARTS = ("composition", "within", "out_of_support")
 
 
-def gap_rows(summary: Mapping[str, Any]) -> list[Row]:
+def gap_rows(summary: Summary) -> list[Row]:
     """The JA-EN gap and its composition / within parts per decomposition, in pp."""
-    gap = summary.get("gap") or {}
+    gap = summary.gap
     rows: list[Row] = []
-    for key, label in (("overall", "all rows (vLLM)"), ("judged", "judged rows")):
-        if gap.get(key):
-            rows.append(_value_row(gap[key], by="total", part=label))
+    for figure, label in (
+        (gap.overall if gap else None, "all rows (vLLM)"),
+        (gap.judged if gap else None, "judged rows"),
+    ):
+        if figure is not None:
+            rows.append(_value_row(figure, by="total", part=label))
     for by, deco in _decompositions(summary):
-        rows += [
-            _value_row(deco[part], by=by, part=part)
-            for part in _PARTS
-            if (deco.get(part) or {}).get("value") is not None  # not estimable: no mark
-        ]
+        for part in _PARTS:
+            figure = deco.part(part)
+            if figure is not None and figure.value is not None:  # not estimable: no mark
+                rows.append(_value_row(figure, by=by, part=part))
     return rows
 
 
-def _decompositions(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def _decompositions(summary: Summary) -> list[tuple[str, Split]]:
     """(label, split) for the confidence split of each drafter family, then the
     descriptive splits of the primary family."""
-    out: list[tuple[str, Mapping[str, Any]]] = []
-    for family, block in (summary.get("families") or {}).items():
-        if (block or {}).get("confidence"):
-            out.append((f"confidence ({family.replace('_', '-')})", block["confidence"]))
-    out += list(((summary.get("gap") or {}).get("decomposition") or {}).items())
+    out: list[tuple[str, Split]] = []
+    for family, block in summary.families.items():
+        if block.confidence is not None:
+            out.append((f"confidence ({family.replace('_', '-')})", block.confidence))
+    out += list(summary.gap.decomposition.items()) if summary.gap is not None else []
     return out
 
 
-def _value_row(stat: Mapping[str, Any], **labels: str) -> Row:
+def _value_row(stat: Estimate, **labels: str) -> Row:
     return {
         **labels,
-        "value": pp_value(stat.get("value")),
-        "ci_low": pp_value(stat.get("ci_low")),
-        "ci_high": pp_value(stat.get("ci_high")),
-        "n": int(stat.get("n") or 0),
+        "value": pp_value(stat.value),
+        "ci_low": pp_value(stat.ci_low),
+        "ci_high": pp_value(stat.ci_high),
+        "n": int(stat.n or 0),
     }
 
 
-def gap_chart(summary: Mapping[str, Any]) -> Spec:
+def gap_chart(summary: Summary) -> Spec:
     """Gap and its three parts per split, with intervals (pp); not estimable parts have no mark."""
     rows = gap_rows(summary)
     parts = first_seen(r["part"] for r in rows)
@@ -93,29 +94,29 @@ def gap_chart(summary: Mapping[str, Any]) -> Spec:
     return chart.to_dict()
 
 
-def decomposition_rows(summary: Mapping[str, Any]) -> list[Row]:
+def decomposition_rows(summary: Summary) -> list[Row]:
     """Per-class composition and within contributions of every decomposition, in pp."""
     decompositions = dict(_decompositions(summary))
     return [
         {
             "by": by,
-            "class": str(cls["class"]),
+            "class": str(cls.cls),
             "part": part,
-            "value": pp_value((cls.get(part) or {}).get("value")),
-            "shared": bool(cls.get("shared")),
-            "share_ja": finite(cls.get("share_ja")),
-            "share_en": finite(cls.get("share_en")),
-            "rate_ja": finite(cls.get("rate_ja")),
-            "rate_en": finite(cls.get("rate_en")),
+            "value": pp_value(figure.value),
+            "shared": bool(cls.shared),
+            "share_ja": finite(cls.share_ja),
+            "share_en": finite(cls.share_en),
+            "rate_ja": finite(cls.rate_ja),
+            "rate_en": finite(cls.rate_en),
         }
         for by, deco in decompositions.items()
-        for cls in deco.get("classes") or []
+        for cls in deco.classes
         for part in _CLASS_PARTS
-        if (cls.get(part) or {}).get("value") is not None
+        if (figure := getattr(cls, part)) is not None and figure.value is not None
     ]
 
 
-def decomposition_chart(summary: Mapping[str, Any]) -> Spec:
+def decomposition_chart(summary: Summary) -> Spec:
     """Which classes carry the gap: a diverging bar per class and part, one row per split."""
     rows = decomposition_rows(summary)
     tooltip = [

@@ -5,11 +5,9 @@ model from the measured per-position acceptance next to the i.i.d. formula
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import altair as alt
 
+from tokenlens.analysis.summary_file import Summary
 from tokenlens.format import finite
 from tokenlens.report.chart_kit import (
     Row,
@@ -22,52 +20,52 @@ from tokenlens.report.chart_kit import (
 _SERIES = ("model (measured a_j)", "i.i.d. formula")
 
 
-def speed_rows(summary: Mapping[str, Any]) -> list[Row]:
+def speed_rows(summary: Summary) -> list[Row]:
     """Speed-model curves per run and language, and the measured tokens per step."""
     rows: list[Row] = []
-    for run in summary.get("runs") or []:
-        label = f"{run['label']} ({run['method']})"
-        for lang, model in ((run.get("speed") or {}).get("by_lang") or {}).items():
+    for run in summary.runs:
+        label = f"{run.label} ({run.method})"
+        for lang, model in run.speed_by_lang.items():
             common = {"run": label, "lang": lang}
-            for point in model.get("per_k") or []:
-                extra = {"k": int(point["k"]), "extrapolated": bool(point.get("extrapolated"))}
+            for point in model.per_k:
+                extra = {"k": int(point.k or 0), "extrapolated": bool(point.extrapolated)}
                 rows += [
                     {
                         **common,
                         **extra,
                         "metric": "tokens / step",
                         "series": "model (measured a_j)",
-                        "value": finite(point.get("tokens_per_step")),
+                        "value": finite(point.tokens_per_step),
                     },
                     {
                         **common,
                         **extra,
                         "metric": "tokens / step",
                         "series": "i.i.d. formula",
-                        "value": finite(point.get("tokens_per_step_iid")),
+                        "value": finite(point.tokens_per_step_iid),
                     },
                     {
                         **common,
                         **extra,
                         "metric": "speedup",
                         "series": "model (measured a_j)",
-                        "value": finite(point.get("speedup")),
+                        "value": finite(point.speedup),
                     },
                 ]
             rows.append(
                 {
                     **common,
-                    "k": int(model.get("traced_k") or 0),
+                    "k": int(model.traced_k or 0),
                     "extrapolated": False,
                     "metric": "tokens / step",
                     "series": "measured",
-                    "value": finite(model.get("measured_tokens_per_step")),
+                    "value": finite(model.measured_tokens_per_step),
                 }
             )
     return rows
 
 
-def speed_chart(summary: Mapping[str, Any]) -> Spec:
+def speed_chart(summary: Summary) -> Spec:
     """Predicted tokens/step and speedup against k, with the measured point at traced k."""
     rows = speed_rows(summary)
     color = lang_color(languages(summary))

@@ -14,7 +14,8 @@ from tokenlens import format as fmt
 from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.summary_figures import Split, Support
-from tokenlens.analysis.summary_file import Family, Summary
+from tokenlens.analysis.summary_file import Summary
+from tokenlens.analysis.summary_gaps import Family
 from tokenlens.analysis.summary_sections import DomainGap, Heterogeneity
 from tokenlens.analysis.token_classes import class_label, decomposed
 from tokenlens.analysis.wording import runs_phrase

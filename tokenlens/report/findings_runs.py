@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenlens.analysis.summary_figures import Rate
-from tokenlens.analysis.summary_file import RunSummary, Summary
+from tokenlens.analysis.summary_file import Summary
+from tokenlens.analysis.summary_runs import RunSummary
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
     LANG_ORDER,
@@ -77,7 +78,7 @@ def _provenance(s: Summary, checks: Sequence[Mapping[str, Any]] | None) -> dict[
     which trace, and how the replays were checked against real traces."""
     weights: dict[str, str] = {}
     for run in s.runs:
-        for m in run.models:
+        for m in run.models or ():
             weights.setdefault(str(m.get("role") or m.get("key")), str(m.get("weights")))
     replayed = [run for run in s.runs if run.replayed]
     by_source: dict[str, list[RunSummary]] = {}

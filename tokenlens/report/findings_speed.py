@@ -147,8 +147,8 @@ def speed_model(s: Summary) -> list[list[str]]:
     rows = []
     for run in s.runs:
         source = md(or_missing(run.draft_cost_source))
-        for lang in lang_order(run.speed):
-            m = run.speed[lang]
+        for lang in lang_order(run.speed_by_lang):
+            m = run.speed_by_lang[lang]
             rows.append(
                 [
                     code(run.label, table=True),

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenlens.analysis.summary_figures import Check
-from tokenlens.analysis.summary_file import Hypothesis, Summary
+from tokenlens.analysis.summary_file import Summary
+from tokenlens.analysis.summary_verdicts import Check, Hypothesis
 from tokenlens.format import (
     HYPOTHESES,
     VERDICT_WORDS,
@@ -87,7 +87,7 @@ def _hypothesis(s: Summary, key: str, name: str) -> dict[str, Any]:
             "rule": md(h.power.rule) if h.power.rule else "",
             "at": "; ".join(
                 f"a {qty(-float(size), 'pp')} effect is found {num(value, 'share')} of the time"
-                for size, value in h.power.power_at.items()
+                for size, value in (h.power.power_at or {}).items()
                 if value is not None
             ),
         }
@@ -177,13 +177,15 @@ def sensitivity_words(h: Hypothesis) -> str:
     if not parts:
         parts.append("any δ up to 50 pp: the same")
     text = "it would read, at " + "; at ".join(parts)
-    text += f"; on vLLM's all-draft-token gap: {_words(sens.all_tokens)}"
-    if sens.length_standardised is not None:
-        gap = sens.length_standardised_gap
+    all_tokens = sens.all_tokens.verdict if sens.all_tokens is not None else None
+    text += f"; on vLLM's all-draft-token gap: {_words(all_tokens)}"
+    length = sens.length_standardised
+    if length is not None and length.verdict is not None:
+        gap = length.gap
         text += (
             "; on the judged gap standardised by token byte length"
             + (f" ({num(gap.value, 'pp')} pp)" if gap is not None and gap.value is not None else "")
-            + f": {_words(sens.length_standardised)}"
+            + f": {_words(length.verdict)}"
         )
     if sens.per_k:
         per = ", ".join(f"k = {k}: {_words(e.verdict)}" for k, e in sens.per_k.items())
@@ -212,7 +214,7 @@ def prompts_needed(s: Summary) -> dict[str, Any] | None:
     parts = []
     for key in HYPOTHESES:
         h = s.hypotheses.get(key)
-        needed = h.power.prompts_needed if h is not None and h.power is not None else {}
+        needed = (h.power.prompts_needed if h is not None and h.power is not None else None) or {}
         sizes = [
             f"{num(float(size), 'pp').lstrip('+')} pp: ~{md(n)}" for size, n in needed.items() if n
         ]

@@ -20,11 +20,11 @@ from tokenlens.analysis import rejection_rows
 from tokenlens.analysis.summary_figures import ClassTable, Estimate, Rate, Split
 from tokenlens.analysis.summary_file import (
     SUMMARY,
-    RunSummary,
     Summary,
     load_summary,
     parse_summary,
 )
+from tokenlens.analysis.summary_runs import RunSummary
 from tokenlens.analysis.token_classes import class_label
 from tokenlens.analysis.wording import runs_phrase
 from tokenlens.format import (
@@ -329,9 +329,10 @@ def _sensitivity_lines(s: Summary) -> list[str]:
             f" (all tokens: {VERDICT_WORDS.get(str(e.verdict_all_tokens), e.verdict_all_tokens)})"
             for k, e in sens.per_k.items()
         )
+        all_tokens = sens.all_tokens.verdict if sens.all_tokens is not None else None
         lines.append(
             f"  Sensitivity of {name}: {flips}; on vLLM's all-draft-token gap: "
-            f"{VERDICT_WORDS.get(str(sens.all_tokens), sens.all_tokens)}; under the previous "
+            f"{VERDICT_WORDS.get(str(all_tokens), all_tokens)}; under the previous "
             f"95% reading: {VERDICT_WORDS.get(str(sens.previous), sens.previous)} (the rule "
             "was changed after calibration)" + (f"; per k: {per_k}" if per_k else "") + "."
         )
@@ -421,7 +422,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
                 + f": {qty(-power.mde, 'pp')}; "
                 + "; ".join(
                     f"a {qty(-float(size), 'pp')} effect needs ~{n} prompts per language"
-                    for size, n in power.prompts_needed.items()
+                    for size, n in (power.prompts_needed or {}).items()
                     if n is not None
                 )
                 + "."
