@@ -88,7 +88,15 @@ def supported(est: dict[str, Any], decision: bool = True) -> dict[str, bool]:
     no-deficit gate), read on each figure's decision interval or, with ``decision``
     False, on its reported 95% interval (the first rule). The minimum-prompts gate is
     the caller's."""
-    from tokenlens.analysis.rules import NO, SUPPORTED, Rules, combine, conjoin, tri
+    from tokenlens.analysis.rules import (
+        NO,
+        SUPPORTED,
+        Rules,
+        bounded_reading,
+        combine,
+        conjoin,
+        tri,
+    )
 
     delta = Rules().delta
 
@@ -101,5 +109,11 @@ def supported(est: dict[str, Any], decision: bool = True) -> dict[str, bool]:
         return {"H1": False, "H2": False}
     h1 = combine(read("composition_trained"), read("composition_free")) == SUPPORTED
     did = "h2_did_read" if "h2_did_read" in est else "h2_did"  # null outside the control's range
-    h2 = conjoin(read(did), read("h2_within_trained")) == SUPPORTED
+    effect = read(did)
+    why = str(est[did].get("not_estimable") or "") if did == "h2_did_read" else ""
+    if est[did].get("value") is None and why.startswith("the control's assumption"):
+        # the control refused: the effect is the bounded reading of the check
+        keys = ("decision_low", "decision_high") if decision else ("ci_low", "ci_high")
+        effect = bounded_reading(est["h2_within_trained"], Rules().control_range, delta, keys)
+    h2 = conjoin(effect, read("h2_within_trained")) == SUPPORTED
     return {"H1": h1, "H2": h2}
