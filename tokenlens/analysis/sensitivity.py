@@ -21,6 +21,7 @@ import pandas as pd
 from tokenlens.analysis.bootstrap import Resampler
 from tokenlens.analysis.decompose import Support
 from tokenlens.analysis.rules import (
+    DECISION_KEYS,
     FREE,
     INSUFFICIENT,
     REPORTED_KEYS,
@@ -83,6 +84,17 @@ def _bounds(figure: Mapping[str, Any] | None, keys: tuple[str, str] | None) -> l
     return [-float(x) for x in (lo, hi) if x is not None and np.isfinite(float(x))]
 
 
+def read_as(
+    f: Mapping[str, Any],
+    gate: Mapping[str, Any] | None,
+    delta: float,
+    keys: tuple[str, str] = DECISION_KEYS,
+) -> str:
+    """:func:`verdict_of` on ``f``'s effect, check and bound with another ``gate``, δ or
+    interval (``keys``: :data:`REPORTED_KEYS` for the first rules' reading)."""
+    return verdict_of(gate, f["effect"], f["check"], delta, f["both"], keys, f.get("bound"))
+
+
 def _bounded_points(check: Mapping[str, Any] | None, bound: float | None) -> list[float]:
     """The δ values where :func:`bounded_reading` of ``check`` changes (none without a
     bound): −(upper end) − bound and −(lower end) + bound."""
@@ -101,7 +113,7 @@ def flips(f: Mapping[str, Any], delta: float) -> dict[str, Any]:
     """The nearest δ below and above ``delta`` where :func:`verdict_of` changes."""
 
     def at(d: float) -> str:
-        return verdict_of(f["gate"], f["effect"], f["check"], d, f["both"], bound=f.get("bound"))
+        return read_as(f, f["gate"], d)
 
     now = at(delta)
     points = sorted(
@@ -157,16 +169,7 @@ def per_k(
             f = figures(parts, name)
             verdict = str(decided[name].verdict)
             all_tokens = (
-                verdict
-                if verdict == INSUFFICIENT
-                else verdict_of(
-                    f["gate_all"],
-                    f["effect"],
-                    f["check"],
-                    rules.delta,
-                    f["both"],
-                    bound=f.get("bound"),
-                )
+                verdict if verdict == INSUFFICIENT else read_as(f, f["gate_all"], rules.delta)
             )
             entry[name] = {
                 "verdict": verdict,
@@ -187,9 +190,7 @@ def _length(f: Mapping[str, Any], rules: Rules) -> dict[str, Any]:
     if gate is None or gate.get("value") is None:
         why = (gate or {}).get("not_estimable") or "no length-standardised gap"
         return {"verdict": None, "not_estimable": why, "gap": _figure(gate)}
-    verdict = verdict_of(
-        gate, f["effect"], f["check"], rules.delta, f["both"], bound=f.get("bound")
-    )
+    verdict = read_as(f, gate, rules.delta)
     return {"verdict": verdict, "gap": _figure(gate)}
 
 
@@ -220,28 +221,13 @@ def _sensitivity(
         {
             "flip": flips(f, rules.delta),
             "all_tokens": {
-                "verdict": verdict_of(
-                    f["gate_all"],
-                    f["effect"],
-                    f["check"],
-                    rules.delta,
-                    f["both"],
-                    bound=f.get("bound"),
-                ),
+                "verdict": read_as(f, f["gate_all"], rules.delta),
                 "gap": _figure(f["gate_all"]),
             },
             "length_standardised": _length(f, rules),
             "per_k": {k: entry[name] | {"runs": entry["runs"]} for k, entry in ks.items()},
             "previous_rule": {
-                "verdict": verdict_of(
-                    f["gate"],
-                    f["effect"],
-                    f["check"],
-                    rules.delta,
-                    f["both"],
-                    REPORTED_KEYS,
-                    f.get("bound"),
-                ),
+                "verdict": read_as(f, f["gate"], rules.delta, REPORTED_KEYS),
                 "level": 0.95,
                 "note": RULE_CHANGE,
             },

@@ -194,6 +194,9 @@ def _h2(d: Drafter, effect: float, sd: float = 0.0) -> Drafter:
     return replace(d, lang_effect=(("ja", effect),), effect_sd=sd)
 
 
+_NGRAM_COPY = _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)  # ~20 pp better on Japanese
+
+
 SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
     {
         s.name: s
@@ -234,7 +237,7 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "n-gram agrees MORE on Japanese at equal confidence (it copies from the "
                 "prompt, as in the real traces); the trained drafter has no deficit. The "
                 "difference in differences is negative without any H2",
-                drafters=(TRAINED, _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)),
+                drafters=(TRAINED, _NGRAM_COPY),
                 h2=False,
             ),
             Scenario(
@@ -252,7 +255,7 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 confidence=MEASURED_TEXT,
                 drafters=(
                     _h2(TRAINED, MEASURED_JA_TRAINED),
-                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
+                    _NGRAM_COPY,
                 ),
                 h1=None,
                 h2=False,
@@ -334,7 +337,7 @@ MARGIN_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "much better on Japanese): the least favourable case of the conjunction",
                 drafters=(
                     _scaled(TRAINED, MARGIN_CHECK_TRAINED),
-                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
+                    _NGRAM_COPY,
                 ),
                 h1=False,
                 h2=None,
@@ -409,7 +412,7 @@ ASSUMPTION_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "H2 planted (-10 pp), and the n-gram drafter about 20 pp better on Japanese "
                 "at equal confidence (it copies from the prompt): a parallel-trends violation "
                 "of the size the committed study measured (+18.9 pp)",
-                drafters=(_H2_TRAINED, _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)),
+                drafters=(_H2_TRAINED, _NGRAM_COPY),
                 h2=True,
             ),
             Scenario(
@@ -417,31 +420,8 @@ ASSUMPTION_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "no H2; the n-gram drafter about 20 pp better on Japanese at equal "
                 "confidence (the n-gram drafter of ngram_ja_advantage): the DiD reads -20 pp "
                 "from the violation alone",
-                drafters=(TRAINED, _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD)),
+                drafters=(TRAINED, _NGRAM_COPY),
                 h2=False,
-            ),
-            Scenario(
-                "shared-6_ngram+20",
-                "no training-data effect; the trained drafter about 6 pp worse on Japanese "
-                "at equal confidence for a reason every drafter would share (the edge of "
-                "the bound H2 assumes without its control), and the n-gram drafter about "
-                "20 pp better (the control does not hold)",
-                drafters=(
-                    _scaled(TRAINED, 0.6 * H2_EFFECT),
-                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
-                ),
-                h2=False,
-            ),
-            Scenario(
-                "h2-16_ngram+20",
-                "H2 planted at about -16 pp (the positive control's 0 % drafter, "
-                "reports/gpu/control), and the n-gram drafter about 20 pp better on Japanese "
-                "at equal confidence (the control does not hold)",
-                drafters=(
-                    _scaled(TRAINED, 1.6 * H2_EFFECT),
-                    _h2(NGRAM, NGRAM_JA_COPY, NGRAM_JA_COPY_SD),
-                ),
-                h2=True,
             ),
             _drifting(
                 SCENARIOS["h1"],
@@ -453,6 +433,29 @@ ASSUMPTION_SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 SCENARIOS["h2"],
                 "drift_h2",
                 "H2 planted, with the same drift along the draft",
+            ),
+            Scenario(
+                "shared-6_ngram+20",
+                "no training-data effect; the trained drafter about 6 pp worse on Japanese "
+                "at equal confidence for a reason every drafter would share (the edge of "
+                "the bound H2 assumes without its control), and the n-gram drafter about "
+                "20 pp better (the control does not hold)",
+                drafters=(
+                    _scaled(TRAINED, 0.6 * H2_EFFECT),
+                    _NGRAM_COPY,
+                ),
+                h2=False,
+            ),
+            Scenario(
+                "h2-16_ngram+20",
+                "H2 planted at about -16 pp (the positive control's 0 % drafter, "
+                "reports/gpu/control), and the n-gram drafter about 20 pp better on Japanese "
+                "at equal confidence (the control does not hold)",
+                drafters=(
+                    _scaled(TRAINED, 1.6 * H2_EFFECT),
+                    _NGRAM_COPY,
+                ),
+                h2=True,
             ),
         )
     }
