@@ -9,6 +9,11 @@ from dataclasses import replace
 from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.analysis.summary_verdicts import Bounded
 
+BOUNDED_LABEL = (
+    "bounded effect, the trained drafters' within-confidence gap ± {:g} pp (the n-gram "
+    "control does not hold)"
+)
+
 
 def _shift(check: Estimate, by: float) -> Estimate:
     def add(x: float | None) -> float | None:
@@ -52,3 +57,14 @@ def span(interval: Estimate | None, level: float) -> str:
         return "not available"
     lo, hi = 100 * float(interval.decision_low), 100 * float(interval.decision_high)
     return f"{lo:+.1f} to {hi:+.1f} pp ({level:.0%} decision interval)"
+
+
+def bounded_sentence(bounded: Bounded | None, bound: float, level: float) -> str:
+    """The evidence's sentence where H2's control does not hold."""
+    return (
+        " The difference in differences is not read: the n-gram control does not hold "
+        "here. Bounded instead: if the within-confidence gap any drafter would show for "
+        f"reasons of the text alone lies within ±{100 * bound:g} pp, the effect lies within "
+        f"the trained drafters' within-confidence gap ± {100 * bound:g} pp: "
+        f"{span(bounded.interval if bounded else None, level)}."
+    )

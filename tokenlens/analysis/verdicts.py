@@ -41,7 +41,7 @@ from tokenlens.analysis.decompose import (
     has_pair,
 )
 from tokenlens.analysis.gap import gap
-from tokenlens.analysis.h2_bound import bounded_effect, span
+from tokenlens.analysis.h2_bound import BOUNDED_LABEL, bounded_effect, bounded_sentence
 from tokenlens.analysis.power import effect_power, power_conjunction
 from tokenlens.analysis.rules import (
     DECISION_KEYS,
@@ -411,6 +411,7 @@ def _h2(parts: Parts, rules: Rules, n: int) -> Hypothesis:
     free = parts.families.get(FREE)
     both_configs = [*trained.configurations, *(free.configurations if free else ())]
     contrast_scope = "judged positions, " + runs_phrase((str(m), int(k)) for m, k in both_configs)
+    label = BOUNDED_LABEL.format(100 * rules.control_range)
     statement = _statement(
         verdict,
         gap_j,
@@ -424,26 +425,13 @@ def _h2(parts: Parts, rules: Rules, n: int) -> Hypothesis:
                 contrast_scope,
             )
             if bounded is None
-            else (
-                "bounded effect, the trained drafters' within-confidence gap ± "
-                f"{100 * rules.control_range:g} pp (the n-gram control does not hold)",
-                bounded.interval,
-                reading,
-                scope,
-            ),
+            else (label, bounded.interval, reading, scope),
             ("check, the trained drafters' within-confidence gap", check, check_reading, scope),
         ],
     )
     correlation = (contrast.correlation or {}).get("difference_within_trained")
     if control is not None and control.reason:  # the effect is not read (rules.apply_control)
-        text += (
-            " The difference in differences is not read: the n-gram control does not hold "
-            "here. Bounded instead: if the within-confidence gap any drafter would show for "
-            f"reasons of the text alone lies within ±{100 * rules.control_range:g} pp, the "
-            f"effect lies within the trained drafters' within-confidence gap ± "
-            f"{100 * rules.control_range:g} pp: "
-            f"{span(bounded.interval if bounded else None, rules.decision_level)}."
-        )
+        text += bounded_sentence(bounded, rules.control_range, rules.decision_level)
         power = Power(rule="conjunction", not_estimable=control.reason)
     else:
         block = power_conjunction(
