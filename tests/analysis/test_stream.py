@@ -22,7 +22,15 @@ from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis import stream as stream_module
 from tokenlens.analysis.columns import labels
 from tokenlens.analysis.join import join_run, run_vocabulary
-from tokenlens.analysis.stream import UNREAD, compact, join_chunked, request_chunks
+from tokenlens.analysis.stream import (
+    UNREAD,
+    assemble,
+    compact,
+    concat_runs,
+    join_chunked,
+    join_parts,
+    request_chunks,
+)
 from tokenlens.demo import domain_file
 from tokenlens.demo.sizes import ALL_CORPORA, SIZES
 from tokenlens.packaged import corpora_dir
@@ -80,6 +88,34 @@ def test_compacted_chunks_are_the_compacted_join_of_the_whole_run(path: Path) ->
     plain = join_run(run, "x", vocab)
     assert np.array_equal(labels(chunked, "particle_type"), labels(plain, "particle_type"))
     assert (labels(chunked, "particle_type") == "<NA>").any()
+
+
+@pytest.mark.parametrize("events", [40, 10**9], ids=["chunks", "whole"])
+def test_the_runs_assembled_column_by_column_are_the_joined_runs_concatenated(
+    events: int,
+) -> None:
+    """analyze's frame (every run's chunks put together one column at a time) equals
+    the runs' chunked frames (each equal to the run's join, tests above) concatenated
+    as analyze did before: values, dtypes, category order, row order, with several runs
+    and several chunks per run (and with one chunk per run)."""
+    frames, parts = [], []
+    for i, path in enumerate(RUNS):
+        run = read_run(path)
+        vocab = run_vocabulary(run, None)
+        frames.append(join_chunked(run, f"r{i}", vocab, events=events, drop=UNREAD))
+        parts.append(join_parts(run, f"r{i}", vocab, events=events, drop=UNREAD))
+    assert len(parts) >= 2
+    if events == 40:
+        assert all(len(p.chunks) > 3 for p in parts)
+    expected = concat_runs(frames)
+    assembled = assemble(parts)
+    pd.testing.assert_frame_equal(assembled, expected, check_exact=True)
+    for name in expected.columns:
+        if isinstance(expected[name].dtype, pd.CategoricalDtype):
+            assert list(assembled[name].cat.categories) == list(expected[name].cat.categories)
+    # a class column whose categories differ between runs (pandas makes it object)
+    assert (assembled.dtypes.astype(str) == "object").any()
+    assert all(not p.chunks for p in parts)  # every chunk let go
 
 
 def without_paths(value: Any) -> Any:

@@ -33,10 +33,12 @@ from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
 from tokenlens.analysis.stream import (
     UNREAD,
+    RunParts,
     TableSink,
+    assemble,
     compact,
-    concat_runs,
-    join_chunked,
+    give_back_memory,
+    join_parts,
     plain_strings,
 )
 from tokenlens.analysis.summarize import RunInfo, summarize
@@ -110,7 +112,8 @@ def _analyze(
     progress: Progress,
 ) -> AnalyzeResult:
     directions = _prompt_directions(config) if domains is not None else {}
-    frames, infos = [], []
+    parts: list[RunParts] = []
+    infos = []
     labels = _labels([run.path for run in runs])
     for label in labels:
         run = runs.pop(0)
@@ -124,7 +127,7 @@ def _analyze(
                 plain_strings(study_columns(part.copy(deep=False), families, domains, directions))
             )
 
-        frames.append(join_chunked(run, label, vocab, sink, drop=UNREAD))
+        parts.append(join_parts(run, label, vocab, sink, drop=UNREAD))
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
         if run.events is not None:
@@ -152,8 +155,11 @@ def _analyze(
         )
         progress.advance()
         del run  # its tables leave memory before the next run's join or the figures
-    frame = concat_runs(frames)
-    del frames
+        give_back_memory()
+    # one frame of every run's chunks, column by column (analysis/stream.py)
+    frame = assemble(parts)
+    del parts
+    give_back_memory()
     frame = compact(study_columns(frame, families, domains, directions))
     if frame.empty:
         raise TokenlensError("the runs hold no draft events (was speculative decoding on?)")

@@ -20,8 +20,10 @@ order (the same rows and columns as one frame would write).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +79,24 @@ def request_chunks(run: Run, events: int) -> Iterator[tuple[Run, I64]]:
         start = stop
 
 
+def _chunks(
+    run: Run,
+    label: str,
+    vocab: Vocabulary,
+    sink: Callable[[Run, pd.DataFrame], None] | None,
+    events: int | None,
+    drop: Sequence[str],
+) -> Iterator[tuple[pd.DataFrame, I64]]:
+    """Each chunk's joined frame (compacted without ``drop`` when given) and its rows'
+    positions among the run's events; ``sink`` sees the whole frame first."""
+    for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
+        part = join_run(sub, label, vocab)
+        if sink is not None:
+            sink(sub, part)
+        yield (compact(part.drop(columns=list(drop))) if drop else part), taken
+        del part
+
+
 def join_chunked(
     run: Run,
     label: str,
@@ -90,14 +110,97 @@ def join_chunked(
     first, then the columns ``drop`` leave it (the figures never read :data:`UNREAD`)."""
     parts: list[pd.DataFrame] = []
     rows: list[I64] = []
-    for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
-        part = join_run(sub, label, vocab)
-        if sink is not None:
-            sink(sub, part)
-        parts.append(compact(part.drop(columns=list(drop))) if drop else part)
+    for part, taken in _chunks(run, label, vocab, sink, events, drop):
+        parts.append(part)
         rows.append(taken)
-        del part
     return reassemble(parts, np.concatenate(rows))
+
+
+@dataclass
+class RunParts:
+    """One run's chunks as :func:`join_parts` keeps them: each chunk's columns as
+    Series of their own (not blocks shared by several columns, so that a column can
+    be let go alone), and each chunk row's position among the run's events."""
+
+    chunks: list[dict[str, pd.Series]]
+    rows: I64
+
+
+def join_parts(
+    run: Run,
+    label: str,
+    vocab: Vocabulary,
+    sink: Callable[[Run, pd.DataFrame], None] | None = None,
+    events: int | None = None,
+    drop: Sequence[str] = (),
+) -> RunParts:
+    """:func:`join_chunked`'s chunks, not yet put back together: :func:`assemble`
+    makes one frame of several runs' parts, column by column."""
+    chunks: list[dict[str, pd.Series]] = []
+    rows: list[I64] = []
+    for part, taken in _chunks(run, label, vocab, sink, events, drop):
+        chunks.append({str(name): part[name].copy() for name in part.columns})
+        rows.append(taken)
+    return RunParts(chunks, np.concatenate(rows))
+
+
+def assemble(runs: list[RunParts]) -> pd.DataFrame:
+    """``concat_runs([reassemble(...) of each run])``, equal value for value, dtype for
+    dtype and category for category, built one column at a time: each column of every
+    chunk is let go once its column of the study is built, so that the chunks and the
+    study's frame are never held whole at once (a run's frame and the study's were)."""
+    names = [list(chunk) for run in runs for chunk in run.chunks]
+    if any(n != names[0] for n in names):  # chunks of other columns: pandas aligns them
+        frames = []
+        for run in runs:
+            frames.append(reassemble([pd.DataFrame(c) for c in run.chunks], run.rows))
+            run.chunks.clear()
+        return concat_runs(frames)
+    backs = [_inverse(run.rows) for run in runs]
+    columns: dict[str, pd.Series] = {}
+    for name in names[0]:
+        per_run = []
+        for run, back in zip(runs, backs, strict=True):
+            series = [chunk.pop(name) for chunk in run.chunks]
+            per_run.append(_column(name, series, run.rows, back))
+            del series
+        columns[name] = _join_runs(name, per_run)
+        del per_run
+        give_back_memory()  # the chunks' arrays of this column, before the next one
+    for run in runs:
+        run.chunks.clear()
+    # copy=False: each column stays its own array (pandas would otherwise copy the
+    # columns of one dtype into one block: a second copy of most of the frame)
+    return pd.DataFrame(columns, copy=False)
+
+
+def _inverse(rows: I64) -> I64:
+    """``back``: output row i (in event order) is chunk row ``back[i]``."""
+    back = np.empty(len(rows), dtype=np.int64)
+    back[rows] = np.arange(len(rows))
+    return back
+
+
+def _column(name: str, series: list[pd.Series], rows: I64, back: I64) -> pd.Series:
+    """One run's column from its chunks', in event order (:func:`reassemble`'s)."""
+    if len(series) == 1 and np.array_equal(rows, np.arange(len(rows))):
+        return series[0].reset_index(drop=True)
+    if isinstance(series[0].dtype, pd.CategoricalDtype):
+        return pd.Series(_categorical(name, series, back), name=name)
+    joined = pd.concat(series, ignore_index=True)
+    return joined.take(back).reset_index(drop=True)
+
+
+def _join_runs(name: str, per_run: list[pd.Series]) -> pd.Series:
+    """The runs' columns as one (:func:`concat_runs`' rule for each column)."""
+    if len(per_run) == 1:
+        return per_run[0]
+    if name in FREE_TEXT and all(isinstance(s.dtype, pd.CategoricalDtype) for s in per_run):
+        union = per_run[0].cat.categories
+        for s in per_run[1:]:
+            union = union.append(s.cat.categories).unique()
+        per_run = [s.cat.set_categories(union) for s in per_run]
+    return pd.concat(per_run, ignore_index=True)
 
 
 def reassemble(parts: list[pd.DataFrame], rows: I64) -> pd.DataFrame:
@@ -105,8 +208,7 @@ def reassemble(parts: list[pd.DataFrame], rows: I64) -> pd.DataFrame:
     position among the run's events), with the dtypes one join of the run gives."""
     if len(parts) == 1 and np.array_equal(rows, np.arange(len(rows))):
         return parts[0]
-    back = np.empty(len(rows), dtype=np.int64)
-    back[rows] = np.arange(len(rows))  # output row i is input row back[i]
+    back = _inverse(rows)
     columns = {}
     for name in parts[0].columns:
         series = [part[name] for part in parts]
@@ -140,6 +242,8 @@ def _categorical(name: str, series: list[pd.Series], back: I64) -> pd.Categorica
 
 
 UNREAD = (
+    "step",
+    "output_index",
     "draft_known",
     "filler",
     "emitted_mismatch",
@@ -199,6 +303,18 @@ def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
         for f in frames:
             f[name] = f[name].cat.set_categories(union)
     return pd.concat(frames, ignore_index=True)
+
+
+def give_back_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). A chunk's arrays are freed into the heap, where they would stay as part
+    of the process's resident memory: the join's chunks and the study's frame are
+    built one after the other, so without this the peak holds both."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 ARROW_STRING = pd.StringDtype("pyarrow")
