@@ -151,3 +151,30 @@ def test_analyze_in_small_chunks_writes_the_committed_demo(
     events = sum(read_run(p).events.num_rows for p in RUNS)  # type: ignore[union-attr]
     keys = ["run", "request_id", "step", "position"]
     assert len(tokens) == events and not tokens.duplicated(keys).any()
+
+
+def _resident_mib() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        line = next(x for x in status if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_freed_chunks_leave_the_resident_set() -> None:
+    """Arrays the size of a chunk's column, below the mmap threshold that bound_heap
+    fixes, come from the C heap; freed between arrays still alive, they stay resident
+    until give_back_memory returns their pages."""
+    from tokenlens.analysis.stream import MMAP_THRESHOLD, bound_heap, give_back_memory
+
+    if stream_module._libc() is None:
+        pytest.skip("not glibc")
+    bound_heap()
+    size = MMAP_THRESHOLD // 2
+    arrays = [np.ones(size // 8) for _ in range(600)]  # ~300 MiB, every page touched
+    kept = arrays[::50]  # alive between the freed ones: the heap cannot shrink from its top
+    del arrays
+    before = _resident_mib()
+    give_back_memory()
+    after = _resident_mib()
+    assert before - after > 200, (before, after)
+    assert all(float(a.sum()) == size // 8 for a in kept)

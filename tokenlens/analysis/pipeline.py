@@ -36,6 +36,7 @@ from tokenlens.analysis.stream import (
     RunParts,
     TableSink,
     assemble,
+    bound_heap,
     compact,
     give_back_memory,
     join_parts,
@@ -78,6 +79,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     config = replace(config, runs=canonical_order(config.runs))
     families = _families(config)  # an unknown method stops here, before any output
     domains = _prompt_domains(config)  # before validate_inputs creates --out
+    bound_heap()  # freed per-row arrays leave the resident set (analysis/stream.py)
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
