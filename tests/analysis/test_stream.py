@@ -27,7 +27,6 @@ from tokenlens.analysis.stream import (
     assemble,
     compact,
     concat_runs,
-    join_chunked,
     join_parts,
     request_chunks,
 )
@@ -35,10 +34,16 @@ from tokenlens.demo import domain_file
 from tokenlens.demo.sizes import ALL_CORPORA, SIZES
 from tokenlens.packaged import corpora_dir
 from tokenlens.report import write_tables
-from tokenlens.rundir import read_run
+from tokenlens.rundir import Run, read_run
+from tokenlens.text import Vocabulary
 
 DEMO = REPO / "reports" / "demo"
 RUNS = tuple(sorted(p for p in (DEMO / "runs").iterdir() if p.is_dir()))
+
+
+def join_chunked(run: Run, label: str, vocab: Vocabulary, **kwargs: Any) -> pd.DataFrame:
+    """One run's frame as analyze builds it: joined in chunks, then assembled."""
+    return assemble([join_parts(run, label, vocab, **kwargs)])
 
 
 def locked_numerics() -> bool:

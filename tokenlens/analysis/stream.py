@@ -1,17 +1,19 @@
 """The join in chunks of whole requests, and the files it writes as it goes.
 
-:func:`join_chunked` gives, for one run, exactly the frame :func:`join_run` gives for
-the whole run (values, dtypes, category order and row order: the figures are sums in
-row order, so the bootstrap draws the same pairs and every float ends in the same
-digit), but classifies, looks up confidences and classifies rejections one chunk of
-whole requests at a time (:func:`request_chunks`). Every rule of the join stays in
-:mod:`tokenlens.analysis.join`: a chunk is a smaller run handed to the same
-function, and each of its per-token steps reads only the chunk's own requests.
+:func:`join_parts` then :func:`assemble` give, for one run, exactly the frame
+:func:`join_run` gives for the whole run (values, dtypes, category order and row
+order: the bootstrap draws the same pairs and every figure ends in the same digit),
+and for several runs their frames concatenated, but classify, look up confidences and
+classify rejections one chunk of whole requests at a time (:func:`request_chunks`).
+Every rule of the join stays in :mod:`tokenlens.analysis.join`: a chunk is a smaller
+run handed to the same function, and each of its per-token steps reads only the
+chunk's own requests.
 
 What a chunk needs in memory is bounded by :data:`CHUNK_EVENTS` (the per-token
 classes, the top-k logprobs flattened for the draft lookup, the rejection
-classification); what outlives it is the figures' frame of the run, whose columns are
-fixed-width codes (one categorical code, int, float or flag per column). Each chunk
+classification); what outlives it is the chunk's figure columns, fixed-width codes (one
+categorical code, int, float or flag per column), which :func:`assemble` turns into
+the study's frame one column at a time. Each chunk
 also goes to :class:`TableSink` (``tokens.parquet``, ``outputs.parquet``) at once,
 so neither file is assembled in memory. ``tokens.parquet`` therefore holds its rows
 chunk by chunk: the rows of a run grouped by chunks of requests, each chunk in event
@@ -87,33 +89,15 @@ def _chunks(
     events: int | None,
     drop: Sequence[str],
 ) -> Iterator[tuple[pd.DataFrame, I64]]:
-    """Each chunk's joined frame (compacted without ``drop`` when given) and its rows'
-    positions among the run's events; ``sink`` sees the whole frame first."""
+    """Each chunk's joined frame (of ``events``, by default :data:`CHUNK_EVENTS`;
+    compacted without ``drop`` when given: the figures never read :data:`UNREAD`) and
+    its rows' positions among the run's events; ``sink`` sees the whole frame first."""
     for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
         part = join_run(sub, label, vocab)
         if sink is not None:
             sink(sub, part)
         yield (compact(part.drop(columns=list(drop))) if drop else part), taken
         del part
-
-
-def join_chunked(
-    run: Run,
-    label: str,
-    vocab: Vocabulary,
-    sink: Callable[[Run, pd.DataFrame], None] | None = None,
-    events: int | None = None,
-    drop: Sequence[str] = (),
-) -> pd.DataFrame:
-    """:func:`join_run`'s frame of ``run``, joined chunk by chunk (of ``events``, by
-    default :data:`CHUNK_EVENTS`); ``sink`` sees each chunk (sub-run, whole frame)
-    first, then the columns ``drop`` leave it (the figures never read :data:`UNREAD`)."""
-    parts: list[pd.DataFrame] = []
-    rows: list[I64] = []
-    for part, taken in _chunks(run, label, vocab, sink, events, drop):
-        parts.append(part)
-        rows.append(taken)
-    return reassemble(parts, np.concatenate(rows))
 
 
 @dataclass
@@ -134,8 +118,9 @@ def join_parts(
     events: int | None = None,
     drop: Sequence[str] = (),
 ) -> RunParts:
-    """:func:`join_chunked`'s chunks, not yet put back together: :func:`assemble`
-    makes one frame of several runs' parts, column by column."""
+    """``run`` joined chunk by chunk (:func:`join_run` on each chunk), the chunks not
+    yet put back together: :func:`assemble` makes one frame of several runs' parts,
+    column by column."""
     chunks: list[dict[str, pd.Series]] = []
     rows: list[I64] = []
     for part, taken in _chunks(run, label, vocab, sink, events, drop):
