@@ -123,6 +123,25 @@ def test_the_runs_assembled_column_by_column_are_the_joined_runs_concatenated(
     assert all(not p.chunks for p in parts)  # every chunk let go
 
 
+def test_runs_with_other_columns_are_aligned_as_pandas_aligns_them() -> None:
+    """A run whose chunks lack a column (pandas fills it in when concatenating) takes
+    the frame-by-frame path: the same frame as concatenating the runs' frames."""
+    parts, frames = [], []
+    for i, path in enumerate(RUNS[:2]):
+        run = read_run(path)
+        vocab = run_vocabulary(run, None)
+        part = join_parts(run, f"r{i}", vocab, events=40, drop=UNREAD)
+        if i == 1:
+            for chunk in part.chunks:
+                del chunk["top1_prob"]
+        frames.append(assemble([stream_module.RunParts([dict(c) for c in part.chunks], part.rows)]))
+        parts.append(part)
+    assembled = assemble(parts)
+    pd.testing.assert_frame_equal(assembled, concat_runs(frames), check_exact=True)
+    assert assembled["top1_prob"].iloc[len(frames[0]) :].isna().all()
+    assert assembled["top1_prob"].iloc[: len(frames[0])].notna().any()
+
+
 def without_paths(value: Any) -> Any:
     """summary.json minus the run paths (the committed one was written from the repo)."""
     if isinstance(value, dict):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -135,6 +136,8 @@ def assemble(runs: list[RunParts]) -> pd.DataFrame:
     chunk is let go once its column of the study is built, so that the chunks and the
     study's frame are never held whole at once (a run's frame and the study's were)."""
     names = [list(chunk) for run in runs for chunk in run.chunks]
+    if not names:
+        return pd.DataFrame()
     if any(n != names[0] for n in names):  # chunks of other columns: pandas aligns them
         frames = []
         for run in runs:
@@ -295,7 +298,9 @@ MMAP_THRESHOLD = 1 << 20
 back as soon as they are freed (:func:`bound_heap`)."""
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """glibc, when this process runs on it (``mallopt`` and ``malloc_trim``)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
