@@ -179,8 +179,11 @@ def _analyze(
 
 
 def _without_tables(run: Run) -> Run:
-    """``run`` without its requests' rows and its events (manifest and path kept)."""
-    return replace(run, requests=run.requests.slice(0, 0), events=None)
+    """``run`` without its requests' rows and its events (manifest and path kept). An
+    empty table of the same schema, not an empty slice: a slice keeps every buffer of
+    the table it was cut from (at 1.55 million events, 138 MiB of the two runs' requests
+    were held through the figures that way)."""
+    return replace(run, requests=run.requests.schema.empty_table(), events=None)
 
 
 def study_columns(
