@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from tokenlens.testing import SCENARIOS, simulate_study, write_study
 
 EVENTS_PER_PAIR = 400  # both runs, both languages, 96-token outputs (measured: 405)
@@ -95,13 +97,17 @@ def main() -> None:
         wall = time.perf_counter() - wall
         inside, maxrss_kib, cpu = (float(x) for x in done.stdout.split()[-3:])
         peak_mib = maxrss_kib / 1024
-        size = (root / "out" / "tokens.parquet").stat().st_size / 2**20
+        tokens = root / "out" / "tokens.parquet"
+        size = tokens.stat().st_size / 2**20
+        events = pq.ParquetFile(tokens).metadata.num_rows
         print(
             f"analyze: {inside:.1f} s inside the child "
             f"({wall:.1f} s with interpreter start-up), peak RSS {peak_mib:.0f} MiB, "
             f"CPU {cpu:.1f} s (user+system), tokens.parquet {size:.1f} MiB, "
             f"bootstrap {args.bootstrap}"
         )
+        # peak memory over events (libraries included: compare two sizes for the slope)
+        print(f"{events:,} events: {maxrss_kib * 1024 / events:.0f} bytes of peak RSS per event")
         # The machine may be shared: its load says how far wall time is to be trusted.
         print(f"load average before {load_before}, after {_load()} ({os.cpu_count()} CPUs)")
 

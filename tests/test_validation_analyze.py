@@ -178,7 +178,7 @@ def test_out_that_is_a_file_fails_in_one_line_before_any_work(
     def no_work(*args: object, **kwargs: object) -> None:
         raise AssertionError("analyze started working before checking --out")
 
-    monkeypatch.setattr(analyze_module, "join_chunked", no_work)
+    monkeypatch.setattr(analyze_module, "join_parts", no_work)
     target = tmp_path / "summary.json"
     target.write_text("{}")
     status, _, err = analyze(run, "--out", target)

@@ -22,15 +22,28 @@ from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis import stream as stream_module
 from tokenlens.analysis.columns import labels
 from tokenlens.analysis.join import join_run, run_vocabulary
-from tokenlens.analysis.stream import UNREAD, compact, join_chunked, request_chunks
+from tokenlens.analysis.stream import (
+    UNREAD,
+    assemble,
+    compact,
+    concat_runs,
+    join_parts,
+    request_chunks,
+)
 from tokenlens.demo import domain_file
 from tokenlens.demo.sizes import ALL_CORPORA, SIZES
 from tokenlens.packaged import corpora_dir
 from tokenlens.report import write_tables
-from tokenlens.rundir import read_run
+from tokenlens.rundir import Run, read_run
+from tokenlens.text import Vocabulary
 
 DEMO = REPO / "reports" / "demo"
 RUNS = tuple(sorted(p for p in (DEMO / "runs").iterdir() if p.is_dir()))
+
+
+def join_chunked(run: Run, label: str, vocab: Vocabulary, **kwargs: Any) -> pd.DataFrame:
+    """One run's frame as analyze builds it: joined in chunks, then assembled."""
+    return assemble([join_parts(run, label, vocab, **kwargs)])
 
 
 def locked_numerics() -> bool:
@@ -82,6 +95,53 @@ def test_compacted_chunks_are_the_compacted_join_of_the_whole_run(path: Path) ->
     assert (labels(chunked, "particle_type") == "<NA>").any()
 
 
+@pytest.mark.parametrize("events", [40, 10**9], ids=["chunks", "whole"])
+def test_the_runs_assembled_column_by_column_are_the_joined_runs_concatenated(
+    events: int,
+) -> None:
+    """analyze's frame (every run's chunks put together one column at a time) equals
+    the runs' chunked frames (each equal to the run's join, tests above) concatenated
+    as analyze did before: values, dtypes, category order, row order, with several runs
+    and several chunks per run (and with one chunk per run)."""
+    frames, parts = [], []
+    for i, path in enumerate(RUNS):
+        run = read_run(path)
+        vocab = run_vocabulary(run, None)
+        frames.append(join_chunked(run, f"r{i}", vocab, events=events, drop=UNREAD))
+        parts.append(join_parts(run, f"r{i}", vocab, events=events, drop=UNREAD))
+    assert len(parts) >= 2
+    if events == 40:
+        assert all(len(p.chunks) > 3 for p in parts)
+    expected = concat_runs(frames)
+    assembled = assemble(parts)
+    pd.testing.assert_frame_equal(assembled, expected, check_exact=True)
+    for name in expected.columns:
+        if isinstance(expected[name].dtype, pd.CategoricalDtype):
+            assert list(assembled[name].cat.categories) == list(expected[name].cat.categories)
+    # a class column whose categories differ between runs (pandas makes it object)
+    assert (assembled.dtypes.astype(str) == "object").any()
+    assert all(not p.chunks for p in parts)  # every chunk let go
+
+
+def test_runs_with_other_columns_are_aligned_as_pandas_aligns_them() -> None:
+    """A run whose chunks lack a column (pandas fills it in when concatenating) takes
+    the frame-by-frame path: the same frame as concatenating the runs' frames."""
+    parts, frames = [], []
+    for i, path in enumerate(RUNS[:2]):
+        run = read_run(path)
+        vocab = run_vocabulary(run, None)
+        part = join_parts(run, f"r{i}", vocab, events=40, drop=UNREAD)
+        if i == 1:
+            for chunk in part.chunks:
+                del chunk["top1_prob"]
+        frames.append(assemble([stream_module.RunParts([dict(c) for c in part.chunks], part.rows)]))
+        parts.append(part)
+    assembled = assemble(parts)
+    pd.testing.assert_frame_equal(assembled, concat_runs(frames), check_exact=True)
+    assert assembled["top1_prob"].iloc[len(frames[0]) :].isna().all()
+    assert assembled["top1_prob"].iloc[: len(frames[0])].notna().any()
+
+
 def without_paths(value: Any) -> Any:
     """summary.json minus the run paths (the committed one was written from the repo)."""
     if isinstance(value, dict):
@@ -115,3 +175,30 @@ def test_analyze_in_small_chunks_writes_the_committed_demo(
     events = sum(read_run(p).events.num_rows for p in RUNS)  # type: ignore[union-attr]
     keys = ["run", "request_id", "step", "position"]
     assert len(tokens) == events and not tokens.duplicated(keys).any()
+
+
+def _resident_mib() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        line = next(x for x in status if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_freed_chunks_leave_the_resident_set() -> None:
+    """Arrays the size of a chunk's column, below the mmap threshold that bound_heap
+    fixes, come from the C heap; freed between arrays still alive, they stay resident
+    until give_back_memory returns their pages."""
+    from tokenlens.analysis.stream import MMAP_THRESHOLD, bound_heap, give_back_memory
+
+    if stream_module._libc() is None:
+        pytest.skip("not glibc")
+    bound_heap()
+    size = MMAP_THRESHOLD // 2
+    arrays = [np.ones(size // 8) for _ in range(600)]  # ~300 MiB, every page touched
+    kept = arrays[::50]  # alive between the freed ones: the heap cannot shrink from its top
+    del arrays
+    before = _resident_mib()
+    give_back_memory()
+    after = _resident_mib()
+    assert before - after > 200, (before, after)
+    assert all(float(a.sum()) == size // 8 for a in kept)

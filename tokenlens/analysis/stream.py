@@ -1,17 +1,19 @@
 """The join in chunks of whole requests, and the files it writes as it goes.
 
-:func:`join_chunked` gives, for one run, exactly the frame :func:`join_run` gives for
-the whole run (values, dtypes, category order and row order: the figures are sums in
-row order, so the bootstrap draws the same pairs and every float ends in the same
-digit), but classifies, looks up confidences and classifies rejections one chunk of
-whole requests at a time (:func:`request_chunks`). Every rule of the join stays in
-:mod:`tokenlens.analysis.join`: a chunk is a smaller run handed to the same
-function, and each of its per-token steps reads only the chunk's own requests.
+:func:`join_parts` then :func:`assemble` give, for one run, exactly the frame
+:func:`join_run` gives for the whole run (values, dtypes, category order and row
+order: the bootstrap draws the same pairs and every figure ends in the same digit),
+and for several runs their frames concatenated, but classify, look up confidences and
+classify rejections one chunk of whole requests at a time (:func:`request_chunks`).
+Every rule of the join stays in :mod:`tokenlens.analysis.join`: a chunk is a smaller
+run handed to the same function, and each of its per-token steps reads only the
+chunk's own requests.
 
 What a chunk needs in memory is bounded by :data:`CHUNK_EVENTS` (the per-token
 classes, the top-k logprobs flattened for the draft lookup, the rejection
-classification); what outlives it is the figures' frame of the run, whose columns are
-fixed-width codes (one categorical code, int, float or flag per column). Each chunk
+classification); what outlives it is the chunk's figure columns, fixed-width codes (one
+categorical code, int, float or flag per column), which :func:`assemble` turns into
+the study's frame one column at a time. Each chunk
 also goes to :class:`TableSink` (``tokens.parquet``, ``outputs.parquet``) at once,
 so neither file is assembled in memory. ``tokens.parquet`` therefore holds its rows
 chunk by chunk: the rows of a run grouped by chunks of requests, each chunk in event
@@ -20,8 +22,11 @@ order (the same rows and columns as one frame would write).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -77,27 +82,113 @@ def request_chunks(run: Run, events: int) -> Iterator[tuple[Run, I64]]:
         start = stop
 
 
-def join_chunked(
+def _chunks(
+    run: Run,
+    label: str,
+    vocab: Vocabulary,
+    sink: Callable[[Run, pd.DataFrame], None] | None,
+    events: int | None,
+    drop: Sequence[str],
+) -> Iterator[tuple[pd.DataFrame, I64]]:
+    """Each chunk's joined frame (of ``events``, by default :data:`CHUNK_EVENTS`;
+    compacted without ``drop`` when given: the figures never read :data:`UNREAD`) and
+    its rows' positions among the run's events; ``sink`` sees the whole frame first."""
+    for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
+        part = join_run(sub, label, vocab)
+        if sink is not None:
+            sink(sub, part)
+        yield (compact(part.drop(columns=list(drop))) if drop else part), taken
+        del part
+
+
+@dataclass
+class RunParts:
+    """One run's chunks as :func:`join_parts` keeps them: each chunk's columns as
+    Series of their own (not blocks shared by several columns, so that a column can
+    be let go alone), and each chunk row's position among the run's events."""
+
+    chunks: list[dict[str, pd.Series]]
+    rows: I64
+
+
+def join_parts(
     run: Run,
     label: str,
     vocab: Vocabulary,
     sink: Callable[[Run, pd.DataFrame], None] | None = None,
     events: int | None = None,
     drop: Sequence[str] = (),
-) -> pd.DataFrame:
-    """:func:`join_run`'s frame of ``run``, joined chunk by chunk (of ``events``, by
-    default :data:`CHUNK_EVENTS`); ``sink`` sees each chunk (sub-run, whole frame)
-    first, then the columns ``drop`` leave it (the figures never read :data:`UNREAD`)."""
-    parts: list[pd.DataFrame] = []
+) -> RunParts:
+    """``run`` joined chunk by chunk (:func:`join_run` on each chunk), the chunks not
+    yet put back together: :func:`assemble` makes one frame of several runs' parts,
+    column by column."""
+    chunks: list[dict[str, pd.Series]] = []
     rows: list[I64] = []
-    for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
-        part = join_run(sub, label, vocab)
-        if sink is not None:
-            sink(sub, part)
-        parts.append(compact(part.drop(columns=list(drop))) if drop else part)
+    for part, taken in _chunks(run, label, vocab, sink, events, drop):
+        chunks.append({str(name): part[name].copy() for name in part.columns})
         rows.append(taken)
-        del part
-    return reassemble(parts, np.concatenate(rows))
+    return RunParts(chunks, np.concatenate(rows))
+
+
+def assemble(runs: list[RunParts]) -> pd.DataFrame:
+    """``concat_runs([reassemble(...) of each run])``, equal value for value, dtype for
+    dtype and category for category, built one column at a time: each column of every
+    chunk is let go once its column of the study is built, so that the chunks and the
+    study's frame are never held whole at once (a run's frame and the study's were)."""
+    names = [list(chunk) for run in runs for chunk in run.chunks]
+    if not names:
+        return pd.DataFrame()
+    if any(n != names[0] for n in names):  # chunks of other columns: pandas aligns them
+        frames = []
+        for run in runs:
+            frames.append(reassemble([pd.DataFrame(c) for c in run.chunks], run.rows))
+            run.chunks.clear()
+        return concat_runs(frames)
+    backs = [_inverse(run.rows) for run in runs]
+    columns: dict[str, pd.Series] = {}
+    for name in names[0]:
+        per_run = []
+        for run, back in zip(runs, backs, strict=True):
+            series = [chunk.pop(name) for chunk in run.chunks]
+            per_run.append(_column(name, series, run.rows, back))
+            del series
+        columns[name] = _join_runs(name, per_run)
+        del per_run
+        give_back_memory()  # the chunks' arrays of this column, before the next one
+    for run in runs:
+        run.chunks.clear()
+    # copy=False: each column stays its own array (pandas would otherwise copy the
+    # columns of one dtype into one block: a second copy of most of the frame)
+    return pd.DataFrame(columns, copy=False)
+
+
+def _inverse(rows: I64) -> I64:
+    """``back``: output row i (in event order) is chunk row ``back[i]``."""
+    back = np.empty(len(rows), dtype=np.int64)
+    back[rows] = np.arange(len(rows))
+    return back
+
+
+def _column(name: str, series: list[pd.Series], rows: I64, back: I64) -> pd.Series:
+    """One run's column from its chunks', in event order (:func:`reassemble`'s)."""
+    if len(series) == 1 and np.array_equal(rows, np.arange(len(rows))):
+        return series[0].reset_index(drop=True)
+    if isinstance(series[0].dtype, pd.CategoricalDtype):
+        return pd.Series(_categorical(name, series, back), name=name)
+    joined = pd.concat(series, ignore_index=True)
+    return joined.take(back).reset_index(drop=True)
+
+
+def _join_runs(name: str, per_run: list[pd.Series]) -> pd.Series:
+    """The runs' columns as one (:func:`concat_runs`' rule for each column)."""
+    if len(per_run) == 1:
+        return per_run[0]
+    if name in FREE_TEXT and all(isinstance(s.dtype, pd.CategoricalDtype) for s in per_run):
+        union = per_run[0].cat.categories
+        for s in per_run[1:]:
+            union = union.append(s.cat.categories).unique()
+        per_run = [s.cat.set_categories(union) for s in per_run]
+    return pd.concat(per_run, ignore_index=True)
 
 
 def reassemble(parts: list[pd.DataFrame], rows: I64) -> pd.DataFrame:
@@ -105,8 +196,7 @@ def reassemble(parts: list[pd.DataFrame], rows: I64) -> pd.DataFrame:
     position among the run's events), with the dtypes one join of the run gives."""
     if len(parts) == 1 and np.array_equal(rows, np.arange(len(rows))):
         return parts[0]
-    back = np.empty(len(rows), dtype=np.int64)
-    back[rows] = np.arange(len(rows))  # output row i is input row back[i]
+    back = _inverse(rows)
     columns = {}
     for name in parts[0].columns:
         series = [part[name] for part in parts]
@@ -140,6 +230,8 @@ def _categorical(name: str, series: list[pd.Series], back: I64) -> pd.Categorica
 
 
 UNREAD = (
+    "step",
+    "output_index",
     "draft_known",
     "filler",
     "emitted_mismatch",
@@ -199,6 +291,44 @@ def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
         for f in frames:
             f[name] = f[name].cat.set_categories(union)
     return pd.concat(frames, ignore_index=True)
+
+
+MMAP_THRESHOLD = 1 << 20
+"""Arrays of at least this many bytes get memory of their own from the system, given
+back as soon as they are freed (:func:`bound_heap`)."""
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """glibc, when this process runs on it (``mallopt`` and ``malloc_trim``)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+
+
+def bound_heap() -> None:
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` (nothing elsewhere). glibc
+    raises it, by default, to the size of the largest array freed (up to 32 MiB), after
+    which the figures' per-row masks and codes of a few million rows come from the
+    heap, whose freed pages stay in the resident set: the figures' temporaries, each
+    freed in turn, then added up in the peak."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+
+
+def give_back_memory() -> None:
+    """Return free memory to the system: Arrow's pool's (a run's tables, once joined)
+    and the C heap's free pages (glibc's ``malloc_trim``; nothing elsewhere). A chunk's
+    arrays (smaller than :data:`MMAP_THRESHOLD`) are freed into the heap, where they
+    would stay part of the resident set: the join's chunks and the study's frame are
+    built one after the other, so without this the peak holds both."""
+    pa.default_memory_pool().release_unused()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 ARROW_STRING = pd.StringDtype("pyarrow")
