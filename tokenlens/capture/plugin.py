@@ -1,30 +1,15 @@
 """The vLLM general plugin: wrap the scheduler's reconciliation of drafts and samples.
 
-Contact surface with vLLM (checked before patching by :mod:`tokenlens.capture.surface`,
-on the running vLLM's sources and on the live classes; anything missing -> one error
-line in vLLM's log, and vLLM is left untouched):
-
-- ``vllm.v1.core.sched.scheduler.Scheduler.update_from_output(scheduler_output,
-  model_runner_output)``: the one place that sees, per request and step, the
-  scheduled drafts (``scheduler_output.scheduled_spec_decode_tokens``) and the tokens
-  that came out of the rejection sampler (``model_runner_output.sampled_token_ids``,
-  the request's row found through ``req_id_to_index`` up to vLLM 0.33 and by position
-  in ``req_ids`` from 0.34: whichever the running vLLM's method reads). It is the same
-  for every model runner, device and front end.
-- ``Scheduler.make_spec_decoding_stats(stats, num_draft_tokens, num_accepted_tokens,
-  num_invalid_spec_tokens, request_id)``: called by ``update_from_output`` exactly when
-  vLLM counts a verification step. Recording there (rather than re-deriving vLLM's
-  conditions) makes our totals equal vLLM's counters by construction of the same call.
-- ``Scheduler.requests[req_id].output_token_ids``: its length before and after the
-  step gives where the step's tokens landed and how many survived a stop.
-
-Which vLLM releases qualify is decided by the surface, not by a version list; the
-version only sets the *tier* recorded with the run (:mod:`tokenlens.capture.tiers`).
-A scheduler subclass that overrides a hooked method gets the hook on its override too
-(same signature) or is refused, including subclasses defined after the plugin loaded
-(a ``scheduler_cls`` of vLLM's config); so is, at its first step, a parallel layout
-that cannot be traced exactly (:mod:`tokenlens.capture.layout`). Nothing happens unless
-``TOKENLENS_TRACE_DIR`` is set. Errors in the recorder disable tracing, never vLLM.
+Wraps ``Scheduler.update_from_output`` and ``Scheduler.make_spec_decoding_stats``
+(and reads ``Scheduler.requests[id].output_token_ids``) to record every counted
+verification step, so recorded totals equal vLLM's counters. Does nothing unless
+``TOKENLENS_TRACE_DIR`` is set. A scheduler subclass overriding a hooked method (also
+one defined after loading) is hooked too when the signature matches. Refused with one
+error line in vLLM's log, vLLM left untouched: a surface :mod:`tokenlens.capture.surface`
+finds missing, any other override, and (at the first step) a parallel layout that
+cannot be traced exactly (:mod:`tokenlens.capture.layout`). Recorder errors disable
+tracing, never vLLM. The run's tier comes from :mod:`tokenlens.capture.tiers`. What
+each hook reads and why: docs/capture.md, "Where" and "Which vLLM".
 
 Why one file over 450 lines: this is the hook's whole contact with vLLM's scheduler
 (installing it, refusing an override, the wrapped methods of :class:`_Hook` and what
@@ -285,9 +270,8 @@ class _Hook:
     def _paused(self) -> bool:
         """Whether ``<trace dir>/paused`` exists, looked up at most every PAUSE_CHECK_SECONDS.
 
-        A paused hook records nothing (the run's events then miss those steps, so its
-        reconciliation fails by design). It exists to compare hooked and unhooked steps
-        in one engine; resuming restarts the self-timing as for a new process.
+        A paused hook records nothing (docs/capture.md, "Capture cost"); resuming
+        restarts the self-timing as for a new process.
         """
         now = time.monotonic()
         if now >= self.next_pause_check:

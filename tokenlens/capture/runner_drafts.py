@@ -1,42 +1,21 @@
 """Draft token ids where vLLM's Model Runner V2 keeps them: the worker side.
 
-Under Model Runner V2 (``vllm.v1.worker.gpu.model_runner.GPUModelRunner``; the GPU
-default from vLLM 0.33, behind ``VLLM_USE_V2_MODEL_RUNNER=1`` before) the scheduler
-never sees a draft's token id, with async scheduling on *and off*: the runner keeps
-the proposals on the device (``req_states.draft_tokens``, one row of k per request),
-hands the scheduler ``[-1] * k`` (``DraftTokensHandler``; real ids only for
-structured-output requests), and builds the verification input from the device rows:
-``prepare_inputs`` calls ``combine_sampled_and_draft_tokens(..., req_states.draft_tokens,
-...)``, whose kernel copies the first ``n`` drafts of the request's row, ``n`` being the
-count the scheduler scheduled. So the drafts a step verifies are, at ``prepare_inputs``,
-``draft_tokens[row, :n]``.
-
-This hook wraps ``prepare_inputs``. After vLLM built the batch it queues, on the
-runner's stream, asynchronous copies of ``draft_tokens`` and ``total_len`` (the
-requests' prompt + output lengths; a few kB) to the host and an event after them; the
-writer thread waits for the event, picks the batch's rows and writes one line per step
-to ``drafts-<tag>.jsonl`` (:func:`tokenlens.capture.recorder.process_tag`)::
+Wraps ``GPUModelRunner.prepare_inputs`` of ``vllm.v1.worker.gpu.model_runner`` (patched
+when vLLM imports that module) so that each step's verified drafts,
+``draft_tokens[row, :n]``, are copied to the host asynchronously and written by a
+writer thread, one line per step, to ``drafts-<tag>.jsonl``
+(:func:`tokenlens.capture.recorder.process_tag`)::
 
     {"seq": 3, "t": 1764453612.5, "reqs": [{"r": "0-3f2a9c1b", "b": 7, "d": [11, 12, 13]}]}
 
-``r`` the engine request id, ``b`` the output length before the step (``total_len -
-prompt_len``: where the step's tokens land, the same ``b`` the scheduler's hook writes),
-``d`` the drafts verified. :func:`tokenlens.capture.events.build_capture` joins them to
-the scheduler's verdicts on ``(r, b)`` and checks every accepted draft against the token
-that came out. Nothing waits for the device on the runner's thread.
-
-The module is patched when vLLM imports it (a post-import hook: no process that never
-loads the V2 runner pays for importing it). Before patching, the surface is checked on
-the live classes and their sources (fields, the call above, the kernel's prefix read,
-the request state's tensors); if it changed, one error line in vLLM's log and a status
-file say so, nothing is patched, and the run's manifest says its draft ids are not
-recoverable. Errors at run time stop this hook only, never vLLM.
-
-Under tensor parallelism every worker runs this hook; only the engine's one writer
-(tensor-parallel rank 0 on the last pipeline stage, read from vLLM's parallel state:
-:func:`tokenlens.capture.layout.writer_ranks`) records, so each draft is written once.
-Its status file names the ranks; a worker whose rank cannot be read in a layout of
-several workers records nothing and says why.
+``r``: engine request id; ``b``: output length before the step (the scheduler hook's
+``b``); ``d``: the drafts verified. :func:`tokenlens.capture.events.build_capture` joins
+them on ``(r, b)``. The runner's thread never waits for the device. Only the engine's
+writer rank records (:func:`tokenlens.capture.layout.writer_ranks`); a worker whose rank
+cannot be read in a multi-worker layout records nothing and says why in its status
+file. A changed vLLM surface patches nothing (one error line in vLLM's log, status
+``refused``); run-time errors stop this hook only, never vLLM. Why and how:
+docs/capture.md, "Model Runner V2".
 """
 
 from __future__ import annotations

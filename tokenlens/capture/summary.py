@@ -39,10 +39,8 @@ def hook_cost(capture: Capture) -> dict[str, Any]:
     """The hook's time as a share of the scheduler's step time.
 
     ``share``: hook seconds on the scheduler's thread / wall seconds between step
-    lines (what the hook adds to a step). ``share_with_writer`` also counts the writer
-    thread's serialising and writing (CPU time the process spends on capture, mostly
-    while the scheduler waits for the model). Idle time between requests counts as
-    step time, so a run with pauses understates both; ``median_step_share`` does not.
+    lines; ``share_with_writer`` adds the writer thread's time. Idle time counts as
+    step time, so pauses understate both; ``median_step_share`` is not affected.
     """
     timed = [(h, w, wt) for h, w, wt in capture.timing if w]
     if not timed:
@@ -65,12 +63,10 @@ def hook_cost(capture: Capture) -> dict[str, Any]:
 def draft_id_summary(directory: Path, capture: Capture, events: pa.Table | None) -> dict[str, Any]:
     """The manifest's ``capture.draft_ids``: where the ids came from, how many are unknown.
 
-    ``source``: ``model_runner`` when the Model Runner V2 hook recorded (its ids replaced
-    the scheduler's placeholders), else ``scheduler``. ``unknown`` counts event rows
-    still -1 (``unknown_steps`` the steps with any); ``complete`` is true when none is.
-    ``problem`` says why ids could not be recovered where the runner hook refused or
-    failed. Analysis leaves rows with unknown ids out of every breakdown by the drafted
-    token (docs/analysis.md).
+    ``source``: ``model_runner`` when the Model Runner V2 hook recorded, else
+    ``scheduler``; ``unknown``: event rows still -1 (``unknown_steps``: steps with any);
+    ``complete``: none unknown; ``problem``: why ids were not recovered, where the
+    runner hook refused or failed.
     """
     runners = read_statuses(directory, RUNNER_STATUS_GLOB)
     recording = [r for r in runners if r.get("state") == "recording"]
@@ -230,9 +226,9 @@ def parallel_seen(directory: Path) -> dict[str, Any]:
 def with_parallel_seen(engine: dict[str, Any], directory: Path) -> dict[str, Any]:
     """``engine`` with ``parallel`` completed by :func:`parallel_seen`.
 
-    vLLM resets ``data_parallel_size`` to 1 inside each engine core of a dense model
-    (each core is an independent engine), so where more cores were seen than the config
-    says, ``data`` is the number of data-parallel indices seen and ``data_source`` says so.
+    Where more engine cores were seen than the config's data-parallel size (vLLM
+    resets it to 1 in each core of a dense model), ``data`` is the number of
+    data-parallel indices seen and ``data_source`` says so.
     """
     parallel = {**(engine.get("parallel") or {}), **parallel_seen(directory)}
     seen = len(parallel["data_parallel_indices"])
@@ -251,9 +247,9 @@ SERVED_WORKERS = (
 def served_engine_facts(directory: Path) -> dict[str, Any] | None:
     """The manifest's ``engine`` for a run against ``vllm serve``: the plugin's view.
 
-    The plugin writes the resolved config's facts from the scheduler process into its
-    status file (:func:`tokenlens.engine.facts.config_facts`); the drafter's and the
-    model runner's classes live in the server's workers and stay null with the reason.
+    Config facts from the plugin's status file (:func:`tokenlens.engine.facts.config_facts`
+    in the scheduler process); the drafter's and model runner's classes stay null with
+    the reason under ``unavailable``.
     """
     from tokenlens.engine.facts import merge_facts
 

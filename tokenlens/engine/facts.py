@@ -1,20 +1,12 @@
 """How the engine really ran, read from vLLM itself: the manifest's ``engine`` object.
 
-Contract: :func:`config_facts` reads a resolved ``VllmConfig`` (in the tokenlens engine
-worker, or in the plugin's scheduler process for ``vllm serve``);
-:class:`EngineFactsExtension`, a vLLM worker extension (``worker_extension_cls``),
-reports each worker's model runner, drafter (``drafter`` under V1, ``speculator``
-under V2) and device; :func:`merge_facts` joins the two (live worker facts win; what
+:func:`config_facts` reads a resolved ``VllmConfig`` (in the engine worker, or in the
+plugin's scheduler process for ``vllm serve``); :class:`EngineFactsExtension` reports
+each worker's model runner, drafter and device; :func:`merge_facts` joins the two (what
 could not be read is null with its reason under ``unavailable``); :func:`resolve_method`
-builds the config vLLM would for a method on the method table's stand-in models
-(``doctor``). Nothing is guessed from a list of methods or versions. No vLLM import at
-module level: vLLM's workers import the extension, and the CLI process never imports
-vLLM.
-
-Why: a user's GPU run differs from the CPU runs of the development machine in ways that
-change what a trace means: the model runner (vLLM 0.33 made V2 the default on GPUs,
-0.34 removed V1), async scheduling (placeholder drafts), the drafter's class, dtype,
-quantization and the device.
+builds the config vLLM would for a method on stand-in models (``doctor``). No vLLM
+import at module level (vLLM's workers import the extension; the CLI never imports
+vLLM). Fields and why they are recorded: docs/capture.md, "What the manifest records".
 """
 
 from __future__ import annotations
@@ -88,11 +80,8 @@ def runner_from_config(vllm_config: Any) -> tuple[str | None, str]:
 
 
 def _device(vllm_config: Any) -> dict[str, Any]:
-    """Device type, name and counts as the platform of this process reports them.
-
-    Read through vLLM's platform (NVML on CUDA), never by creating a CUDA context in a
-    process that does not own the GPU.
-    """
+    """Device type, name and counts as vLLM's platform reports them for this process
+    (NVML on CUDA; never creates a CUDA context)."""
     out: dict[str, Any] = {"type": None, "name": None, "used": None, "visible": None}
     parallel = getattr(vllm_config, "parallel_config", None)
     sizes = [
@@ -188,12 +177,9 @@ def _cuda_version() -> str | None:
 
 
 class EngineFactsExtension:
-    """vLLM worker extension: one ``collective_rpc`` method reporting this worker's facts.
-
-    vLLM adds this class to its worker's bases (``worker_extension_cls``); it refuses an
-    extension with any attribute the worker already has, so this class defines exactly
-    one method.
-    """
+    """vLLM worker extension (``worker_extension_cls``): one ``collective_rpc`` method
+    reporting this worker's facts. Must define nothing else (vLLM refuses an extension
+    attribute the worker already has)."""
 
     def tokenlens_engine_facts(self) -> dict[str, Any]:
         """Model runner, drafter and device of this worker, as plain JSON values."""
@@ -299,10 +285,8 @@ def extension_kwargs(extra: dict[str, Any]) -> dict[str, Any]:
 def resolve_method(method: str, k: int = 3) -> dict[str, Any]:
     """vLLM's resolved config facts for ``method`` on this machine, on stand-in models.
 
-    Builds the ``VllmConfig`` an engine would (model, parallel and speculative config),
-    so async scheduling and the model runner are what this vLLM decides here for that
-    method, not what a list says. The stand-in models are the method table's
-    (:data:`tokenlens.engine.methods.METHODS`; only their config.json is written, nothing
+    Builds the ``VllmConfig`` an engine would on the stand-ins of
+    :data:`tokenlens.engine.methods.METHODS` (only their config.json is written, nothing
     is loaded). Raises ``KeyError`` for a method without a stand-in and whatever vLLM
     raises for a config it refuses.
     """

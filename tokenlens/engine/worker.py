@@ -2,10 +2,9 @@
 
 Started by :class:`tokenlens.engine.runner.Engine` as ``python -m
 tokenlens.engine.worker ADDRESS PARENT_PID``; the authkey arrives on stdin. The worker
-leads its own process group (vLLM's engine processes are in it) and ends that whole
-group when its parent dies (:func:`die_with_parent`), so a killed trace never leaves an
-engine generating into its run directory. Messages are tuples
-over a ``multiprocessing.connection`` socket:
+leads its own process group (vLLM's engine processes included) and kills that group
+when its parent dies (:func:`die_with_parent`). Messages are tuples over a
+``multiprocessing.connection`` socket:
 
 - parent -> worker: ``("start", EngineConfig)``, ``("generate", [PromptJob],
   SamplingConfig, concurrency)``, ``("counters",)``, ``("call", operation, args)``,
@@ -13,10 +12,9 @@ over a ``multiprocessing.connection`` socket:
 - worker -> parent: ``("ready", info)``, ``("progress", n)``, ``("result", value)``,
   ``("error", one_line, traceback)``
 
-All vLLM contact of the in-process path is in this module, or in one of the engine's
-own operations that ``call`` runs here by name (:data:`tokenlens.engine.passes.OPERATIONS`:
-the greedy passes and the n-gram kernel a replay asks for). The worker never imports a
-module by a name it was sent.
+All vLLM contact of the in-process path is here or in an operation of
+:data:`tokenlens.engine.passes.OPERATIONS` that ``call`` runs by name; the worker never
+imports a module by a name it was sent.
 
 Why one file over 450 lines: it is everything that runs in the engine subprocess and
 all of the in-process path's vLLM contact (building the ``LLM``, rendering prompts,
@@ -63,12 +61,8 @@ CPU_KV_CACHE_BYTES = 2 * GiB
 
 
 def cpu_thread_env(cores: int | None = None, workers: int = 1) -> dict[str, str]:
-    """OpenMP binding for the CPU build: all cores, none reserved, split over ``workers``.
-
-    vLLM's default on a 2-core machine binds the model to one core and reserves the
-    other for the front end, which halves decoding speed here. With several workers
-    (tensor x pipeline parallel) vLLM wants one list per rank, separated by ``|``.
-    """
+    """OpenMP binding env for the CPU build: all ``cores`` (default: every CPU), none
+    reserved, split into one ``|``-separated span per worker (docs/development.md)."""
     n = cores or os.cpu_count() or 1
     per = max(n // max(workers, 1), 1)
     spans = [((w * per) % n, min((w * per) % n + per, n) - 1) for w in range(max(workers, 1))]
@@ -124,12 +118,8 @@ def build_llm(config: EngineConfig) -> Any:
 
 
 def per_request_metrics_kwargs() -> dict[str, Any]:
-    """Ask vLLM for per-request spec-decode metrics with per-step counts, where it has them.
-
-    vLLM 0.32 added ``per_request_spec_decode_metrics`` (``detailed``: accepted and
-    proposed drafts per verification step of every request): a per-request oracle the
-    trace reconciles its events against. Older vLLMs lack the argument: nothing is asked.
-    """
+    """``LLM`` kwargs asking for per-request spec-decode metrics with per-step counts
+    (``detailed``); ``{}`` on a vLLM without the argument (before 0.32)."""
     import dataclasses
 
     from vllm.engine.arg_utils import EngineArgs
@@ -166,13 +156,9 @@ def read_total(llm: Any, name: str) -> int:
 
 
 def render_prompt(tokenizer: Any, job: PromptJob, template_kwargs: dict[str, Any]) -> list[int]:
-    """The prompt token ids the engine receives for ``job``.
-
-    Chat messages go through the tokenizer's chat template (with the generation
-    prompt), raw text is encoded as is. Public so that the caller can measure prompts
-    with exactly this rendering (and a Hugging Face tokenizer of the same model) before
-    it spends a minute starting the engine.
-    """
+    """The prompt token ids the engine receives for ``job``: chat messages through the
+    chat template with the generation prompt, raw text encoded as is. Public so that
+    callers can measure prompts before starting the engine."""
     if job.messages is not None:
         text = tokenizer.apply_chat_template(
             job.messages, tokenize=False, add_generation_prompt=True, **template_kwargs
@@ -230,11 +216,8 @@ def _convert(job: PromptJob, output: Any) -> list[GeneratedRequest]:
 
 
 class _Submissions:
-    """Engine request id -> run request id, appended as requests are submitted.
-
-    Lives next to the plugin's step files so that a run killed mid-way can still map
-    every recorded step to its prompt.
-    """
+    """Appends ``submitted-<pid>.jsonl`` beside the step files: engine request id -> run
+    request id and prompt id, one line per submission; nothing when ``trace_dir`` is None."""
 
     def __init__(self, trace_dir: str | None) -> None:
         self.path = (
@@ -255,13 +238,9 @@ FINISHED_PREFIX = "finished-"
 
 
 class _Finished:
-    """Every finished request as vLLM returned it, appended the moment it finishes.
-
-    A run whose trace process or engine is killed keeps these beside the step files;
-    salvage and ``trace --resume`` take their outputs, texts, logprobs and finish
-    reasons from here instead of rebuilding them, and re-run only the prompts that
-    have no line here.
-    """
+    """Appends each finished request (a :class:`GeneratedRequest`) to
+    ``finished-<pid>.jsonl`` the moment it finishes, flushed; salvage and ``trace
+    --resume`` read it. Nothing when ``trace_dir`` is None."""
 
     def __init__(self, trace_dir: str | None) -> None:
         self.path = (
@@ -442,14 +421,9 @@ def _end_group() -> None:
 
 
 def die_with_parent(parent: int) -> None:
-    """End the worker's process group as soon as ``parent`` is gone.
-
-    Two mechanisms, because each alone has a gap: the kernel's parent-death signal
-    (``prctl(PR_SET_PDEATHSIG)``, Linux) is immediate but fires when the parent
-    *thread* that started us exits, and its handler runs only when the main thread
-    next executes Python; a watchdog thread that compares ``getppid()`` with the
-    parent every second needs neither. Both act only if we really were orphaned.
-    """
+    """SIGKILL the worker's process group once ``parent`` is gone: the parent-death
+    signal (Linux) plus a watchdog thread checking ``getppid()`` every second; both
+    act only when really orphaned (docs/capture.md, "Crashes")."""
 
     def orphaned() -> bool:
         return os.getppid() != parent

@@ -1,27 +1,10 @@
 """vLLM's verification steps as a pure function of the target's tokens and the drafts.
 
-What vLLM 0.32 does for one greedy request (``Scheduler.schedule``,
-``Scheduler.update_from_output``, the model runner's drafter call), and so what
-:func:`replay_request` does:
-
-- The prefill step samples output token 0 with no drafts; drafting starts after it.
-- After every step the drafter proposes for the request's current length ``L``. The
-  scheduler then keeps ``min(len(drafts), max_model_len - P - L - 1)`` of them
-  (``num_new_tokens`` is capped so that the sampled token still fits); with none left
-  the step is a plain decode step and vLLM counts no draft.
-- The target accepts the longest prefix of drafts equal to its own greedy tokens and
-  emits one more token (the correction at the first rejection, or the bonus token
-  after k accepted drafts). vLLM counts every scheduled draft and every accepted one,
-  even past a stop: tokens are appended one by one and a stop (EOS, stop token,
-  ``max_tokens``, ``max_model_len``) discards the rest of the step.
-- Before the next proposal, the model runner checks that the step's sequence length
-  (computed + scheduled tokens) + k fits the drafter's ``max_model_len``
-  (``GPUModelRunner._input_fits_in_drafter``, for every method, n-gram included); if
-  not, the drafts are k zeros. vLLM takes the longest sequence of the batch, replay
-  this request's: exact with one request in flight or away from ``max_model_len``.
-
-Judging drafts past the end of the output needs the target's tokens there (the
-greedy continuation it never emitted); :class:`NeedLookahead` says how many.
+:func:`replay_request` returns the event rows vLLM 0.32 records for one greedy request
+with k drafts per step; it raises :class:`NeedLookahead` when a draft must be judged
+against target tokens past the output's end. The rules it applies (prefill without
+drafts, the ``max_model_len`` caps, the drafter-fit check, stops mid-step):
+docs/replay.md, "Why it is exact".
 """
 
 from __future__ import annotations
@@ -32,13 +15,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Branch:
-    """A draft proposed after a rejected one: the drafter's own continuation.
-
-    ``point`` is the output index where the drafter's greedy token left the target's
-    (that draft was rejected), ``offset`` the index into the drafter's continuation
-    from there. Never judged by vLLM (it stops at the first rejection), so only its
-    identity is unknown until :mod:`tokenlens.replay.passes` computes it.
-    """
+    """A never-judged draft after a rejected one: index ``offset`` of the drafter's own
+    continuation from output index ``point`` (where its draft was rejected). Its token
+    id is filled in by :mod:`tokenlens.replay.passes`."""
 
     point: int
     offset: int
@@ -73,11 +52,8 @@ class Row:
 
 
 class NeedLookahead(Exception):
-    """Judging a draft needs the target's token ``count`` places after the output's end.
-
-    ``rows`` are the steps before that one (complete: only the last step reaches past
-    the end).
-    """
+    """Raised when judging a draft needs the target's token ``count`` places past the
+    output's end; ``rows`` are the complete steps before that one."""
 
     def __init__(self, count: int, rows: list[Row] | None = None) -> None:
         super().__init__(f"needs {count} target token(s) after the end of the output")
@@ -95,7 +71,7 @@ def replay_request(
     """The event rows vLLM would record for this request with ``k`` drafts per step.
 
     ``drafter_max_model_len`` defaults to ``max_model_len`` (vLLM caps the drafter's
-    at the target's).
+    at the target's). Raises :class:`NeedLookahead` when ``tokens.lookahead`` is too short.
     """
     drafter_limit = max_model_len if drafter_max_model_len is None else drafter_max_model_len
     out, prompt_len = tokens.output, tokens.prompt_len
@@ -150,12 +126,10 @@ def replay_request(
 class DraftModelView:
     """A draft model's proposals along one request, from its greedy predictions.
 
-    ``argmax[i]`` is the drafter's greedy token for output index ``i`` given the prompt
-    and ``output[:i]`` (one teacher-forced pass); ``continuation`` its greedy tokens
-    after the whole output. Within a step the drafter continues from its own drafts:
-    while they equal the target's tokens they are teacher-forced argmaxes, after the
-    first one that differs they are a :class:`Branch`, and past the end of the output
-    (all equal so far) they are ``continuation``.
+    ``argmax[i]``: the drafter's greedy token at output index ``i`` given prompt +
+    ``output[:i]``; ``continuation``: its greedy tokens after the whole output. A step's
+    drafts are argmaxes while they match the output, :class:`Branch` after the first
+    mismatch, and ``continuation`` past the output's end.
     """
 
     output: tuple[int, ...]
@@ -182,11 +156,8 @@ class DraftModelView:
 
 @dataclass(frozen=True)
 class NgramView:
-    """vLLM's n-gram proposals along one request: ``proposals[L]`` for length ``L``.
-
-    Computed once with the largest k: the kernel's match does not depend on k, so the
-    proposal for a smaller k is a prefix of it.
-    """
+    """vLLM's n-gram proposals along one request: ``proposals[L]`` for length ``L``,
+    computed with the largest k (a smaller k's proposal is its prefix)."""
 
     proposals: tuple[tuple[int, ...], ...]
 

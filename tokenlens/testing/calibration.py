@@ -1,73 +1,12 @@
-"""Calibration of the test bed against real traces: the same figures from both.
+"""Calibration figures of the test bed, computed alike from real and simulated runs.
 
-:func:`figures` computes, per run method and language, the quantities the
-simulator's variance and level parameters were tuned to: acceptance (vLLM's rate and
-over judged rows), acceptance per draft position, the spread of judged acceptance
-across prompts, judged rows per request, the n-gram drafter's offer rate, the
-acceptance-versus-confidence curve and the quantiles of the target's top-1
-probability. :func:`observed` reads them from run directories (real or simulated,
-straight from the parquet files, without the analysis code); :func:`study_observed`
-from a simulated study.
-
-Run ``python -m tokenlens.testing.calibration DM_RUN NGRAM_RUN [--sims 200]`` to
-print the real figures next to the mean over simulated studies of the same design
-(the same number of prompt pairs) for the ``measured`` scenario.
-
-Figures of the calibration. Real: the committed verdict-grade study
-(``reports/full``, ``tokenlens demo --size full``): 60 JA + 60 EN prompts of
-``corpora/`` (every shipped pair but smoke), outputs of up to 128 tokens, greedy, the
-embedded Qwen2.5-Coder 1.5B target with the 0.5B drafter (``draft_model``, traced)
-and vLLM's n-gram drafter (replayed from the same trace; equal to tracing, see
-docs/replay.md), k = 3, top-10 logprobs, vLLM 0.32.0 CPU. Sim: mean over 40 simulated
-studies of the same design (60 pairs) in the ``measured`` scenario. JA then EN; a_p =
-accepted at position p / drafts. "At equal confidence": each judged row's acceptance
-minus its confidence bin's, averaged per prompt (the spread that sets how precisely a
-within-confidence gap is estimated). "Pair correlation": of that per-prompt figure
-between the two prompts of a JA/EN translation pair.
-
-==========================================  ==========================  ==========================
-figure                                      real (JA | EN)              simulated (JA | EN)
-==========================================  ==========================  ==========================
-draft_model acceptance (vLLM's rate)        0.61 | 0.61                 0.65 | 0.62
-draft_model judged acceptance               0.78 | 0.78                 0.81 | 0.79
-draft_model a_0/a_1/a_2                     .75/.60/.49 | .76/.59/.48   .77/.64/.54 | .75/.61/.51
-draft_model SD of prompts' judged acc       0.12 | 0.09                 0.11 | 0.11
-draft_model same, at equal confidence       0.049 | 0.054               0.055 | 0.061
-draft_model pair correlation (equal conf.)  0.50                        0.45
-draft_model judged rows per request         101 | 99                    100 | 101
-target top-1 prob. q25/q50/q75              .55/.94/1.00 | .54/.86/1.00 .57/.92/.99 | .50/.87/.99
-lag-1 autocorrelation of logit(q)           0.31 | 0.30                 0.17 | 0.23
-output tokens per request                   122 | 119                   122 | 122
-ngram acceptance (vLLM's rate)              0.39 | 0.19                 0.38 | 0.18
-ngram judged acceptance                     0.62 | 0.39                 0.61 | 0.38
-ngram a_0/a_1/a_2                           .49/.36/.30 | .26/.17/.13   .49/.36/.29 | .27/.16/.11
-ngram SD of prompts' judged acc             0.21 | 0.20                 0.21 | 0.20
-ngram same, at equal confidence             0.162 | 0.160               0.191 | 0.169
-ngram pair correlation (equal conf.)        0.62                        0.55
-ngram judged rows per request               76 | 68                     71 | 70
-ngram offer rate (steps with a draft)       0.55 | 0.52                 0.50 | 0.52
-==========================================  ==========================  ==========================
-
-``tests/testing/test_simulate.py::test_calibrated_to_the_real_traces`` keeps every
-level and spread above (and the q25/q50 quantiles) within 3 simulated standard
-deviations, except the Japanese n-gram offer rate (the test bed has one offer rate
-for both languages; z ~ +3.5). Not calibrated: the serial correlation of the target's
-confidence (0.31 real vs 0.17-0.23), its q10 and its upper quantiles (which saturate
-near 1).
-
-Why this study and not the first one. The test bed was first calibrated to 10 + 10
-prompts with 96-token outputs. There the raw spread of prompts' acceptance matched,
-but the test bed put it into the drafter's agreement at equal confidence, while the
-real study shows it comes almost entirely from which confidences a prompt's tokens
-have (0.05 at equal confidence vs 0.10 raw for the draft model), and that the
-remaining part is shared by the two prompts of a translation pair (correlation
-0.50-0.62). The first test bed had neither, so its within-confidence gaps were about
-twice as noisy as the real study's and its H2 power understated. The real study has
-no Japanese deficit for this pair (Japanese is slightly *more* predictable for the
-target, and n-gram copies far more on Japanese); the ``measured`` scenario
-reproduces that (its trained drafter is ~1 pp worse on Japanese at equal confidence,
-as measured), the standard scenarios share its English side and plant their effects
-on Japanese.
+:func:`observed` reads run directories (real or simulated) straight from parquet,
+:func:`study_observed` a simulated study; :func:`figures` turns either pair of frames
+into flat ``{"method/lang/figure": value}``. Run
+``python -m tokenlens.testing.calibration RUN... [--sims 200] [--pairs 10]`` to print
+the real figures beside the mean of simulated studies of the ``measured`` scenario.
+The figures, the calibrated study and what the test bed does not reproduce:
+docs/analysis.md, "Calibration of the test bed".
 """
 
 from __future__ import annotations
@@ -267,9 +206,6 @@ def _finite_sd(values: list[float]) -> float:
     a = np.asarray(values, dtype=np.float64)
     a = a[np.isfinite(a)]
     return float(a.std()) if len(a) > 1 else float("nan")
-
-
-"""Filled in from the calibration traces (see the module docstring)."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -25,7 +25,7 @@ probability and compares acceptance rates by bin; the test bed instead generates
 
 Parameters were calibrated to the committed verdict-grade study of the embedded
 Qwen2.5-Coder pair (60 JA/EN pairs, 128-token outputs; see
-:mod:`tokenlens.testing.calibration` for the figures, including the spread of
+docs/analysis.md, "Calibration of the test bed", for the figures, including the spread of
 acceptance at equal confidence and its correlation within translation pairs, which
 set the precision of every within-confidence gap) and the planted effects to about
 -10 pp of the estimand they should move (see :mod:`tokenlens.testing.truth`). The

@@ -1,22 +1,9 @@
 """Morphemes (Japanese, MeCab + UniDic) and words (space-delimited languages).
 
-Both produce :class:`Units`: character spans that tile the text exactly, each with a
-part of speech. Stretches MeCab skips (it drops spaces, tabs and newlines between
-morphemes) become whitespace units, so every character of the text belongs to exactly
-one unit and the token/unit relation is defined for every token.
-
-Japanese: MeCab runs through fugashi with the unidic-lite dictionary (UniDic 2.1.2)
-and an output format that prints each morpheme's *byte offsets* in the input together
-with ``pos1``/``pos2``. Reading offsets instead of re-finding surfaces in the text is
-exact under MeCab's whitespace skipping and much faster than walking fugashi nodes.
-Two MeCab limits are worked around: input is cut at NUL (C strings), so NUL is replaced
-by another one-byte control character before parsing; and very long inputs crash the
-formatter, so text is parsed in chunks cut after newlines.
-
-English and other space-delimited languages: a regular expression splits words,
-numbers, clitics (``'s``, ``n't`` style as ``'t``), single punctuation marks and
-other grapheme clusters; a closed set of function words is the counterpart of
-Japanese particles.
+:func:`segment` returns :class:`Units` that tile the text exactly (skipped whitespace
+becomes whitespace units), each with a part of speech: MeCab through fugashi with
+unidic-lite for Japanese, a regular expression and a closed set of function words
+otherwise. How and why (byte offsets, the NUL and chunk limits): docs/text.md.
 """
 
 from __future__ import annotations
@@ -59,13 +46,10 @@ _MECAB_CHUNK_CHARS = 20_000
 class Units:
     """Morphemes or words as character spans that tile ``[0, len(text))``.
 
-    Each unit has a part-of-speech *code* into ``labels`` (``(pos1, pos2)`` pairs), so
-    per-token lookups stay in numpy. For Japanese the labels are UniDic's first two
-    levels (``助詞``/``格助詞``); for English ``pos1`` is one of ``function``,
-    ``content``, ``number``, ``punct``, ``symbol``, ``space`` and ``pos2`` the
-    function-word class (``det``, ``adp``, ...). ``is_space`` marks whitespace units,
-    which token boundaries ignore at a token's edges (byte-level BPE glues a leading
-    space to the next word).
+    ``code`` indexes ``labels`` (``(pos1, pos2)`` pairs; code 0 is whitespace): UniDic's
+    first two levels for Japanese; for English ``pos1`` in ``function``, ``content``,
+    ``number``, ``punct``, ``symbol``, ``space`` and ``pos2`` the function-word class;
+    special tokens have ``pos1 == "special"``. ``is_space`` marks whitespace units.
     """
 
     start: I64
@@ -120,12 +104,8 @@ def _tagger() -> Any:
 
 @lru_cache(maxsize=1)
 def dictionary_identity() -> str:
-    """Name, versions and a content hash of the MeCab dictionary, for signatures.
-
-    The hash covers ``dicrc``, ``char.bin``, ``unk.dic`` and the header (first MiB)
-    plus size of ``sys.dic``: enough to tell dictionary builds apart without reading
-    188 MB on every run.
-    """
+    """``"unidic-lite V / UniDic V / fugashi V / sha256:…"`` of the MeCab dictionary, for
+    signatures; the hash covers the small files and ``sys.dic``'s first MiB and size."""
     d = _dicdir()
     h = hashlib.sha256()
     for name in ("dicrc", "char.bin", "unk.dic"):
@@ -154,11 +134,8 @@ def _dist_version(name: str) -> str:
 
 
 def _chunks(text: str) -> list[tuple[int, str]]:
-    """Cut ``text`` into (char offset, piece) no longer than MeCab handles safely.
-
-    Cuts go after a newline (MeCab never joins across whitespace, so the segmentation
-    is unchanged); failing that after a space or 。; as a last resort at the limit.
-    """
+    """``text`` as (char offset, piece) of at most ``_MECAB_CHUNK_CHARS``, cut after a
+    newline, else after a space or 。, else at the limit."""
     out: list[tuple[int, str]] = []
     pos, n = 0, len(text)
     while n - pos > _MECAB_CHUNK_CHARS:
@@ -283,11 +260,10 @@ def _english_units(text: str) -> tuple[I64, I64, list[str]]:
 
 
 def segment(text: str, lang: str, specials: list[tuple[int, int]] | None = None) -> Units:
-    """Units tiling ``text``: morphemes for Japanese, words otherwise.
+    """Units tiling ``text``: morphemes for Japanese (:func:`is_japanese`), words otherwise.
 
-    ``specials`` are character spans of special tokens (``<|im_end|>``, ``<think>``):
-    they are not language, so they are cut out before parsing and become one unit each
-    with ``pos1 == "special"``.
+    ``specials`` (character spans of special tokens) are not parsed: one unit each with
+    ``pos1 == "special"``.
     """
     japanese = is_japanese(lang)
     analyse = _mecab_morphemes if japanese else _english_units
@@ -338,10 +314,7 @@ def _fill_gaps(
     labels: tuple[tuple[str, str], ...],
     particle_pos: str,
 ) -> Units:
-    """Add a unit for every stretch no morpheme/word covers (skipped whitespace).
-
-    Code 0 is whitespace (see :func:`segment`).
-    """
+    """:class:`Units` with a code-0 (whitespace) unit for every stretch nothing covers."""
     n = len(text)
     if len(s_arr) > 1 and not (s_arr[1:] >= e_arr[:-1]).all():
         # Out of order or overlapping (never seen from MeCab): sort, drop overlaps.

