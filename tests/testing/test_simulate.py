@@ -198,7 +198,8 @@ KNOWN_MISSES = {
     # offers a little more often on Japanese (0.55 vs 0.52). Measured z ~ +3.5.
     "ngram/ja/offer_rate",
 }
-"""Figures the test bed is known not to reproduce within 3 SD (docs/analysis.md, "Calibration of the test bed")."""
+"""Figures the test bed is known not to reproduce within 3 SD (docs/analysis.md,
+"Calibration of the test bed")."""
 
 
 @pytest.mark.parametrize("scenario", ["measured", "null"])
