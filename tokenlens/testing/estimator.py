@@ -84,36 +84,34 @@ def key_estimates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def supported(est: dict[str, Any], decision: bool = True) -> dict[str, bool]:
     """Whether H1 and H2 read ``supported`` from key estimates (``key_estimates`` form),
-    with the estimator's own rules (``tri``, ``combine``, ``conjoin`` and the
-    no-deficit gate), read on each figure's decision interval or, with ``decision``
-    False, on its reported 95% interval (the first rule). The minimum-prompts gate is
-    the caller's."""
+    by the analysis' own :func:`~tokenlens.analysis.rules.verdict_of` (the no-deficit
+    gate, then the veto rule for H1 and the conjunction for H2, H2's effect bounded from
+    its check where the control was refused), read on each figure's decision interval
+    or, with ``decision`` False, on its reported 95% interval (the first rule). The
+    minimum-prompts gate is the caller's."""
     from tokenlens.analysis.rules import (
-        NO,
+        DECISION_KEYS,
+        REPORTED_KEYS,
         SUPPORTED,
         Rules,
-        bounded_reading,
-        combine,
-        conjoin,
-        tri,
+        verdict_of,
     )
 
-    delta = Rules().delta
-
-    def read(name: str) -> str:
-        e = est[name]
-        keys = ("decision_low", "decision_high") if decision else ("ci_low", "ci_high")
-        return str(tri({k: e.get(k) for k in keys}, delta))
-
-    if read("gap_trained") == NO:
-        return {"H1": False, "H2": False}
-    h1 = combine(read("composition_trained"), read("composition_free")) == SUPPORTED
+    rules, keys = Rules(), DECISION_KEYS if decision else REPORTED_KEYS
+    gate = est["gap_trained"]
+    h1 = verdict_of(
+        gate, est["composition_trained"], est["composition_free"], rules.delta, False, keys
+    )
     did = "h2_did_read" if "h2_did_read" in est else "h2_did"  # null outside the control's range
-    effect = read(did)
     why = str(est[did].get("not_estimable") or "") if did == "h2_did_read" else ""
-    if est[did].get("value") is None and why.startswith("the control's assumption"):
-        # the control refused: the effect is the bounded reading of the check
-        keys = ("decision_low", "decision_high") if decision else ("ci_low", "ci_high")
-        effect = bounded_reading(est["h2_within_trained"], Rules().control_range, delta, keys)
-    h2 = conjoin(effect, read("h2_within_trained")) == SUPPORTED
-    return {"H1": h1, "H2": h2}
+    refused = est[did].get("value") is None and why.startswith("the control's assumption")
+    h2 = verdict_of(
+        gate,
+        est[did],
+        est["h2_within_trained"],
+        rules.delta,
+        True,
+        keys,
+        rules.control_range if refused else None,
+    )
+    return {"H1": h1 == SUPPORTED, "H2": h2 == SUPPORTED}
