@@ -19,7 +19,7 @@ from tokenlens.analysis.rules import Rules
 
 @dataclass(frozen=True)
 class AnalyzeConfig:
-    """Options of one analysis (all recorded in summary.json)."""
+    """Options of one analysis (all but ``jobs`` recorded in summary.json)."""
 
     runs: tuple[Path, ...]
     out: Path
@@ -52,3 +52,6 @@ class AnalyzeConfig:
     # The sections no verdict reads (per-class differences, per-k verdicts, domains,
     # rejections): the test bed leaves them out to measure the verdicts faster.
     details: bool = True
+    # Processes for the join (analysis/chunks.py): None = one per core, at most 4; the
+    # outputs do not depend on it (not recorded).
+    jobs: int | None = None

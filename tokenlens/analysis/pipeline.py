@@ -129,7 +129,7 @@ def _analyze(
                 plain_strings(study_columns(part.copy(deep=False), families, domains, directions))
             )
 
-        parts.append(join_parts(run, label, vocab, sink, drop=UNREAD))
+        parts.append(join_parts(run, label, vocab, sink, drop=UNREAD, jobs=config.jobs))
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
         if run.events is not None:

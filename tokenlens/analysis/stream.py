@@ -4,7 +4,8 @@
 :func:`join_run` gives for the whole run (values, dtypes, category order and row
 order: the bootstrap draws the same pairs and every figure ends in the same digit),
 and for several runs their frames concatenated, but classify, look up confidences and
-classify rejections one chunk of whole requests at a time (:func:`request_chunks`).
+classify rejections one chunk of whole requests at a time
+(:func:`~tokenlens.analysis.chunks.chunk_bounds`).
 Every rule of the join stays in :mod:`tokenlens.analysis.join`: a chunk is a smaller
 run handed to the same function, and each of its per-token steps reads only the
 chunk's own requests.
@@ -26,7 +27,7 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokenlens.analysis.join import CLASS_COLUMNS, join_run
+from tokenlens.analysis.chunks import joined_chunks
+from tokenlens.analysis.join import CLASS_COLUMNS
 from tokenlens.arrays import I64
 from tokenlens.rundir import Run
 from tokenlens.text import Vocabulary
@@ -50,38 +52,6 @@ events; one request longer than that is a chunk of its own."""
 _FIRST_SEEN = frozenset(CLASS_COLUMNS)
 
 
-def request_chunks(run: Run, events: int) -> Iterator[tuple[Run, I64]]:
-    """``(sub-run, rows)``: consecutive slices of whole requests with their events (in
-    event order) and the positions of those events in ``run.events``. A run without
-    events, or whose events name an unknown or repeated request, is yielded whole, so
-    that :func:`join_run` refuses it with its own message."""
-    if run.events is None:
-        yield run, np.zeros(0, dtype=np.int64)
-        return
-    rid = run.requests.column("request_id").to_pylist()
-    index = pd.Index(rid)
-    owner = np.asarray(index.get_indexer(run.events.column("request_id").to_pylist()), np.int64)
-    if not index.is_unique or (owner < 0).any() or run.requests.num_rows == 0:
-        yield run, np.arange(run.events.num_rows, dtype=np.int64)
-        return
-    order = np.argsort(owner, kind="stable")
-    per_request = np.bincount(owner, minlength=len(rid))
-    ends = np.cumsum(per_request)
-    start = 0
-    while start < len(rid):
-        before = int(ends[start - 1]) if start else 0
-        stop = int(np.searchsorted(ends, before + events, side="left")) + 1
-        stop = min(max(stop, start + 1), len(rid))
-        rows = np.sort(order[before : int(ends[stop - 1])])
-        sub = replace(
-            run,
-            requests=run.requests.slice(start, stop - start),
-            events=run.events.take(pa.array(rows)),
-        )
-        yield sub, rows
-        start = stop
-
-
 def _chunks(
     run: Run,
     label: str,
@@ -89,12 +59,12 @@ def _chunks(
     sink: Callable[[Run, pd.DataFrame], None] | None,
     events: int | None,
     drop: Sequence[str],
+    jobs: int | None,
 ) -> Iterator[tuple[pd.DataFrame, I64]]:
     """Each chunk's joined frame (of ``events``, by default :data:`CHUNK_EVENTS`;
     compacted without ``drop`` when given: the figures never read :data:`UNREAD`) and
     its rows' positions among the run's events; ``sink`` sees the whole frame first."""
-    for sub, taken in request_chunks(run, events or CHUNK_EVENTS):
-        part = join_run(sub, label, vocab)
+    for sub, taken, part in joined_chunks(run, label, vocab, events or CHUNK_EVENTS, jobs):
         if sink is not None:
             sink(sub, part)
         yield (compact(part.drop(columns=list(drop))) if drop else part), taken
@@ -118,13 +88,15 @@ def join_parts(
     sink: Callable[[Run, pd.DataFrame], None] | None = None,
     events: int | None = None,
     drop: Sequence[str] = (),
+    jobs: int | None = 1,
 ) -> RunParts:
     """``run`` joined chunk by chunk (:func:`join_run` on each chunk), the chunks not
     yet put back together: :func:`assemble` makes one frame of several runs' parts,
-    column by column."""
+    column by column. ``jobs``: processes for the joins
+    (:func:`~tokenlens.analysis.chunks.joined_chunks`; None: one per core)."""
     chunks: list[dict[str, pd.Series]] = []
     rows: list[I64] = []
-    for part, taken in _chunks(run, label, vocab, sink, events, drop):
+    for part, taken in _chunks(run, label, vocab, sink, events, drop, jobs):
         chunks.append({str(name): part[name].copy() for name in part.columns})
         rows.append(taken)
     return RunParts(chunks, np.concatenate(rows))

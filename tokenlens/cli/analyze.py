@@ -226,6 +226,14 @@ def register(subparsers: Any) -> None:
         "table does not know, e.g. my_drafter=trained; a run of an unknown method is "
         "refused without it (repeatable; docs/analysis.md)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="processes that classify and join the runs' chunks of 50,000 events (default: "
+        "one per core, at most 4; 1: none forked). The outputs do not depend on it",
+    )
     add_progress_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -258,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
         strict=args.strict,
         prompts=args.prompts,
         method_families=parse_declarations(args.method_family),
+        jobs=args.jobs,
     )
     progress = progress_for(args)
     if args.compare:

@@ -1,0 +1,81 @@
+"""The chunks of a run joined in forked workers are the chunks joined here.
+
+:func:`tokenlens.analysis.chunks.joined_chunks` with ``jobs`` > 1 forks workers that
+join each chunk of the committed demo runs; every chunk's frame, sub-run and rows must
+equal the serial path's, in the same order, and the frames must really come from other
+processes. A worker's failure reaches the caller as the join's own error.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.support import REPO
+from tokenlens.analysis import chunks as chunks_module
+from tokenlens.analysis.chunks import chunk_bounds, default_jobs, joined_chunks
+from tokenlens.analysis.join import join_run, run_vocabulary
+from tokenlens.errors import TokenlensError
+from tokenlens.rundir import Run, read_run
+from tokenlens.text import Vocabulary
+
+RUNS = tuple(sorted(p for p in (REPO / "reports" / "demo" / "runs").iterdir() if p.is_dir()))
+
+
+def _with_pid(run: Run, label: str, vocab: Vocabulary) -> pd.DataFrame:
+    """The join, with the process that ran it in a column of its own."""
+    return join_run(run, label, vocab).assign(joined_by=os.getpid())
+
+
+@pytest.mark.parametrize("path", RUNS[:2], ids=lambda p: p.name)
+def test_forked_joins_equal_the_serial_joins(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = read_run(path)
+    vocab = run_vocabulary(run, None)
+    monkeypatch.setattr(chunks_module, "join_run", _with_pid)
+    serial = list(joined_chunks(run, "r", vocab, 40, jobs=1))
+    forked = list(joined_chunks(run, "r", vocab, 40, jobs=2))
+    assert len(serial) == len(chunk_bounds(run, 40)) > 3
+    assert len(forked) == len(serial)
+    for (sub_s, rows_s, part_s), (sub_f, rows_f, part_f) in zip(serial, forked, strict=True):
+        assert (rows_s == rows_f).all()
+        assert sub_s.requests.equals(sub_f.requests) and sub_s.events == sub_f.events
+        pd.testing.assert_frame_equal(
+            part_s.drop(columns="joined_by"), part_f.drop(columns="joined_by"), check_exact=True
+        )
+    assert set(pd.concat(p for *_, p in serial)["joined_by"]) == {os.getpid()}
+    workers = set(pd.concat(p for *_, p in forked)["joined_by"])
+    assert os.getpid() not in workers and len(workers) == 2
+    assert chunks_module._SOURCE is None  # nothing of the run is kept for the next fork
+
+
+def test_a_workers_error_is_the_callers(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = read_run(RUNS[0])
+    vocab = run_vocabulary(run, None)
+    third = run.requests.column("request_id")[chunk_bounds(run, 40)[2].start].as_py()
+
+    def failing(sub: Run, label: str, vocab: Vocabulary) -> pd.DataFrame:
+        if sub.requests.column("request_id")[0].as_py() == third and os.getpid() != parent:
+            raise TokenlensError("analyze: chunk three is broken")
+        return join_run(sub, label, vocab)
+
+    parent = os.getpid()
+    monkeypatch.setattr(chunks_module, "join_run", failing)
+    got = []
+    with pytest.raises(TokenlensError, match="chunk three is broken"):
+        for _, rows, _part in joined_chunks(run, "r", vocab, 40, jobs=2):
+            got.append(rows)
+    assert len(got) >= 1  # the chunks before it came through first
+    assert chunks_module._SOURCE is None
+
+
+def test_one_chunk_or_one_job_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = read_run(RUNS[0])
+    vocab = run_vocabulary(run, None)
+    monkeypatch.setattr(chunks_module, "join_run", _with_pid)
+    for events, jobs in ((10**9, 4), (40, 1)):
+        parts = [p for *_, p in joined_chunks(run, "r", vocab, events, jobs=jobs)]
+        assert set(pd.concat(parts)["joined_by"]) == {os.getpid()}
+    assert 1 <= default_jobs() <= chunks_module.MAX_JOBS

@@ -1,0 +1,177 @@
+"""A run cut into chunks of whole requests, and the chunks joined in order, in worker
+processes where there are several chunks and several cores.
+
+:func:`chunk_bounds` decides the chunks (the fewest whole requests, in request order,
+with at least a given number of events), :func:`cut` makes a chunk's sub-run, and
+:func:`joined_chunks` yields each chunk's sub-run, rows and :func:`join_run` frame in
+chunk order. With ``jobs`` > 1 and at least two chunks, the joins run in ``jobs``
+processes forked from this one (they inherit the run and the vocabulary; only a
+chunk's bounds go to a worker and its joined frame comes back), at most ``jobs + 1``
+chunks ahead of the consumer, so what waits in memory is bounded by the chunk size.
+Every chunk is joined by the same function on the same sub-run either way, so the
+frames are equal value for value (``tests/analysis/test_chunks.py``). Without ``fork``
+(not Linux or macOS) the joins run here, one after another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import warnings
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from multiprocessing.pool import AsyncResult, Pool
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tokenlens.analysis.join import join_run
+from tokenlens.arrays import I64
+from tokenlens.errors import TokenlensError
+from tokenlens.rundir import Run
+from tokenlens.text import Vocabulary
+
+MAX_JOBS = 4
+"""The default number of join processes: the cores, at most this many (each holds a
+copy of the chunk it joins and of the classifier's working arrays)."""
+
+CHUNK_TIMEOUT_S = 900.0
+"""A worker that has not returned a chunk after this long is taken for stuck (a chunk of
+50,000 events joins in about a second): the analysis fails with one line, not a hang."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """One chunk of a run: requests ``start:stop`` and their events' positions
+    (``rows``, in event order); ``whole``: the run as it is (not sliced)."""
+
+    start: int
+    stop: int
+    rows: I64
+    whole: bool = False
+
+
+def chunk_bounds(run: Run, events: int) -> list[Bounds]:
+    """Consecutive slices of whole requests with at least ``events`` events each (the
+    last may have fewer; one longer request is a chunk of its own). A run without
+    events, or whose events name an unknown or repeated request, is one chunk, the run
+    itself, so that :func:`join_run` refuses it with its own message."""
+    if run.events is None:
+        return [Bounds(0, 0, np.zeros(0, dtype=np.int64), whole=True)]
+    rid = run.requests.column("request_id").to_pylist()
+    index = pd.Index(rid)
+    owner = np.asarray(index.get_indexer(run.events.column("request_id").to_pylist()), np.int64)
+    if not index.is_unique or (owner < 0).any() or run.requests.num_rows == 0:
+        return [Bounds(0, len(rid), np.arange(run.events.num_rows, dtype=np.int64), True)]
+    order = np.argsort(owner, kind="stable")
+    per_request = np.bincount(owner, minlength=len(rid))
+    ends = np.cumsum(per_request)
+    out = []
+    start = 0
+    while start < len(rid):
+        before = int(ends[start - 1]) if start else 0
+        stop = int(np.searchsorted(ends, before + events, side="left")) + 1
+        stop = min(max(stop, start + 1), len(rid))
+        out.append(Bounds(start, stop, np.sort(order[before : int(ends[stop - 1])])))
+        start = stop
+    return out
+
+
+def cut(run: Run, bounds: Bounds) -> Run:
+    """The sub-run of one chunk: its requests and their events, in event order."""
+    if bounds.whole or run.events is None:
+        return run
+    return replace(
+        run,
+        requests=run.requests.slice(bounds.start, bounds.stop - bounds.start),
+        events=run.events.take(pa.array(bounds.rows)),
+    )
+
+
+def default_jobs() -> int:
+    """The cores this process may use, at most :data:`MAX_JOBS`."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_JOBS))
+
+
+# What a forked worker joins from: set in the parent just before the fork, so the
+# children inherit it (copy on write) instead of receiving the run through a pipe.
+_SOURCE: tuple[Run, str, Vocabulary] | None = None
+
+
+def _join(bounds: Bounds) -> pd.DataFrame:
+    """One chunk's join, in a worker."""
+    assert _SOURCE is not None, "joined_chunks sets the source before forking"
+    run, label, vocab = _SOURCE
+    return join_run(cut(run, bounds), label, vocab)
+
+
+def joined_chunks(
+    run: Run, label: str, vocab: Vocabulary, events: int, jobs: int | None = None
+) -> Iterator[tuple[Run, I64, pd.DataFrame]]:
+    """``(sub-run, rows, joined frame)`` of each chunk of ``run``, in chunk order.
+    ``jobs``: processes for the joins (None: :func:`default_jobs`; 1: none forked)."""
+    chunks = chunk_bounds(run, events)
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 2 or len(chunks) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        for bounds in chunks:
+            sub = cut(run, bounds)
+            yield sub, bounds.rows, join_run(sub, label, vocab)
+        return
+    global _SOURCE
+    _SOURCE = (run, label, vocab)
+    try:
+        with _forked_pool(min(jobs, len(chunks))) as pool:
+            todo = iter(chunks)
+            pending: deque[tuple[Bounds, AsyncResult[pd.DataFrame]]] = deque()
+            for bounds in todo:
+                pending.append((bounds, pool.apply_async(_join, (bounds,))))
+                if len(pending) > jobs:
+                    break
+            while pending:
+                bounds, result = pending.popleft()
+                try:
+                    part = result.get(timeout=CHUNK_TIMEOUT_S)
+                except multiprocessing.TimeoutError:
+                    raise TokenlensError(
+                        f"analyze: a join worker returned nothing for {CHUNK_TIMEOUT_S:.0f} s "
+                        f"(run {label}, requests {bounds.start}-{bounds.stop}); "
+                        "re-run with --jobs 1"
+                    ) from None
+                following = next(todo, None)
+                if following is not None:
+                    pending.append((following, pool.apply_async(_join, (following,))))
+                yield cut(run, bounds), bounds.rows, part
+    finally:
+        _SOURCE = None
+
+
+@contextlib.contextmanager
+def _forked_pool(processes: int) -> Iterator[Pool]:
+    """A pool of ``processes`` forked workers, terminated on the way out."""
+    # The tokenizers library warns in every forked child once it has used its own
+    # threads; the children never use them (one chunk each), so say so before forking.
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12 warns on fork() in a process with threads (Arrow's pool); the
+            # children run only the join, whose libraries re-create their threads.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pool = multiprocessing.get_context("fork").Pool(processes)
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+        pool.join()
