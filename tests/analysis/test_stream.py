@@ -205,6 +205,13 @@ def test_analyze_in_small_chunks_writes_the_committed_demo(
     events = sum(read_run(p).events.num_rows for p in RUNS)  # type: ignore[union-attr]
     keys = ["run", "request_id", "step", "position"]
     assert len(tokens) == events and not tokens.duplicated(keys).any()
+    # the same rows as the serial analysis wrote (the chunks' order aside), both files
+    for name in ("tokens.parquet", "outputs.parquet"):
+        made = pq.read_table(out / name).to_pandas()
+        one = pq.read_table(tmp_path / "serial" / name).to_pandas()
+        by = [c for c in ("run", "request_id", "step", "position", "output_index") if c in one]
+        made, one = (f.sort_values(by, ignore_index=True) for f in (made, one))
+        pd.testing.assert_frame_equal(made, one, check_exact=True)
 
 
 def _resident_mib() -> float:

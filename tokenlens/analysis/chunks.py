@@ -3,10 +3,11 @@ processes where there are several chunks and several cores.
 
 :func:`chunk_bounds` decides the chunks (the fewest whole requests, in request order,
 with at least a given number of events), :func:`cut` makes a chunk's sub-run, and
-:func:`joined_chunks` yields each chunk's sub-run, rows and :func:`join_run` frame in
-chunk order. With ``jobs`` > 1 and at least two chunks, the joins run in ``jobs``
+:func:`joined_chunks` yields each chunk's rows and what becomes of its :func:`join_run`
+frame, in chunk order. With ``jobs`` > 1 and at least two chunks, the joins run in ``jobs``
 processes forked from this one (they inherit the run and the vocabulary; only a
-chunk's bounds go to a worker and its joined frame comes back), at most ``jobs + 1``
+chunk's bounds go to a worker, and what the caller's ``finish`` makes of the joined
+frame comes back: the files' tables and the figures' columns), at most ``jobs + 1``
 chunks ahead of the consumer, so what waits in memory is bounded by the chunk size.
 Every chunk is joined by the same function on the same sub-run either way, so the
 frames are equal value for value (``tests/analysis/test_chunks.py``). Without ``fork``
@@ -20,9 +21,10 @@ import multiprocessing
 import os
 import warnings
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.pool import AsyncResult, Pool
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -100,36 +102,53 @@ def default_jobs() -> int:
     return max(1, min(cores, MAX_JOBS))
 
 
+Finish = Callable[[Run, pd.DataFrame], Any]
+"""What becomes of a chunk's sub-run and joined frame where it was joined (in the
+worker): its result is what comes back to the caller."""
+
+
+def _frame(sub: Run, part: pd.DataFrame) -> pd.DataFrame:
+    return part
+
+
 # What a forked worker joins from: set in the parent just before the fork, so the
 # children inherit it (copy on write) instead of receiving the run through a pipe.
-_SOURCE: tuple[Run, str, Vocabulary] | None = None
+_SOURCE: tuple[Run, str, Vocabulary, Finish] | None = None
 
 
-def _join(bounds: Bounds) -> pd.DataFrame:
-    """One chunk's join, in a worker."""
+def _join(bounds: Bounds) -> Any:
+    """One chunk's join and finish, in a worker."""
     assert _SOURCE is not None, "joined_chunks sets the source before forking"
-    run, label, vocab = _SOURCE
-    return join_run(cut(run, bounds), label, vocab)
+    run, label, vocab, finish = _SOURCE
+    sub = cut(run, bounds)
+    return finish(sub, join_run(sub, label, vocab))
 
 
 def joined_chunks(
-    run: Run, label: str, vocab: Vocabulary, events: int, jobs: int | None = None
-) -> Iterator[tuple[Run, I64, pd.DataFrame]]:
-    """``(sub-run, rows, joined frame)`` of each chunk of ``run``, in chunk order.
-    ``jobs``: processes for the joins (None: :func:`default_jobs`; 1: none forked)."""
+    run: Run,
+    label: str,
+    vocab: Vocabulary,
+    events: int,
+    jobs: int | None = None,
+    finish: Finish = _frame,
+) -> Iterator[tuple[I64, Any]]:
+    """``(rows, finish(sub-run, joined frame))`` of each chunk of ``run``, in chunk
+    order (by default the joined frame itself). ``jobs``: processes for the joins
+    (None: :func:`default_jobs`; 1: none forked); ``finish`` runs in the process that
+    joined the chunk, so what it makes of the frame need not come back whole."""
     chunks = chunk_bounds(run, events)
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 2 or len(chunks) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         for bounds in chunks:
             sub = cut(run, bounds)
-            yield sub, bounds.rows, join_run(sub, label, vocab)
+            yield bounds.rows, finish(sub, join_run(sub, label, vocab))
         return
     global _SOURCE
-    _SOURCE = (run, label, vocab)
+    _SOURCE = (run, label, vocab, finish)
     try:
         with _forked_pool(min(jobs, len(chunks))) as pool:
             todo = iter(chunks)
-            pending: deque[tuple[Bounds, AsyncResult[pd.DataFrame]]] = deque()
+            pending: deque[tuple[Bounds, AsyncResult[Any]]] = deque()
             for bounds in todo:
                 pending.append((bounds, pool.apply_async(_join, (bounds,))))
                 if len(pending) > jobs:
@@ -137,7 +156,7 @@ def joined_chunks(
             while pending:
                 bounds, result = pending.popleft()
                 try:
-                    part = result.get(timeout=CHUNK_TIMEOUT_S)
+                    done = result.get(timeout=CHUNK_TIMEOUT_S)
                 except multiprocessing.TimeoutError:
                     raise TokenlensError(
                         f"analyze: a join worker returned nothing for {CHUNK_TIMEOUT_S:.0f} s "
@@ -147,7 +166,7 @@ def joined_chunks(
                 following = next(todo, None)
                 if following is not None:
                     pending.append((following, pool.apply_async(_join, (following,))))
-                yield cut(run, bounds), bounds.rows, part
+                yield bounds.rows, done
     finally:
         _SOURCE = None
 

@@ -121,15 +121,18 @@ def _analyze(
         run = runs.pop(0)
         vocab = run_vocabulary(run, config.tokenizer)
 
-        def sink(
+        def render(
             sub: Run, part: pd.DataFrame, label: str = label, vocab: Vocabulary = vocab
-        ) -> None:
-            outputs.write(output_texts(sub, label, vocab))
-            tokens.write(
-                plain_strings(study_columns(part.copy(deep=False), families, domains, directions))
-            )
+        ) -> tuple[pa.Table, pa.Table]:
+            """A chunk's rows of outputs.parquet and tokens.parquet (in a join worker)."""
+            tokens_rows = study_columns(part.copy(deep=False), families, domains, directions)
+            return output_texts(sub, label, vocab), plain_strings(tokens_rows)
 
-        parts.append(join_parts(run, label, vocab, sink, drop=UNREAD, jobs=config.jobs))
+        def write(tables: tuple[pa.Table, ...]) -> None:
+            outputs.write(tables[0])
+            tokens.write(tables[1])
+
+        parts.append(join_parts(run, label, vocab, render, write, drop=UNREAD, jobs=config.jobs))
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
         if run.events is not None:

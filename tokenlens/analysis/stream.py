@@ -52,23 +52,36 @@ events; one request longer than that is a chunk of its own."""
 _FIRST_SEEN = frozenset(CLASS_COLUMNS)
 
 
+Render = Callable[[Run, pd.DataFrame], tuple[pa.Table, ...]]
+"""A chunk's sub-run and joined frame -> the tables the files receive (in the process
+that joined it)."""
+
+
 def _chunks(
     run: Run,
     label: str,
     vocab: Vocabulary,
-    sink: Callable[[Run, pd.DataFrame], None] | None,
+    render: Render | None,
+    write: Callable[[tuple[pa.Table, ...]], None] | None,
     events: int | None,
     drop: Sequence[str],
     jobs: int | None,
 ) -> Iterator[tuple[pd.DataFrame, I64]]:
     """Each chunk's joined frame (of ``events``, by default :data:`CHUNK_EVENTS`;
     compacted without ``drop`` when given: the figures never read :data:`UNREAD`) and
-    its rows' positions among the run's events; ``sink`` sees the whole frame first."""
-    for sub, taken, part in joined_chunks(run, label, vocab, events or CHUNK_EVENTS, jobs):
-        if sink is not None:
-            sink(sub, part)
-        yield (compact(part.drop(columns=list(drop))) if drop else part), taken
-        del part
+    its rows' positions among the run's events; ``render`` sees the whole frame first,
+    where the chunk is joined, and ``write`` receives its tables here, in chunk order."""
+
+    def finish(sub: Run, part: pd.DataFrame) -> tuple[tuple[pa.Table, ...], pd.DataFrame]:
+        tables = render(sub, part) if render is not None else ()
+        return tables, compact(part.drop(columns=list(drop))) if drop else part
+
+    events = events or CHUNK_EVENTS
+    for taken, (tables, part) in joined_chunks(run, label, vocab, events, jobs, finish):
+        if write is not None:
+            write(tables)
+        yield part, taken
+        del part, tables
 
 
 @dataclass
@@ -85,7 +98,8 @@ def join_parts(
     run: Run,
     label: str,
     vocab: Vocabulary,
-    sink: Callable[[Run, pd.DataFrame], None] | None = None,
+    render: Render | None = None,
+    write: Callable[[tuple[pa.Table, ...]], None] | None = None,
     events: int | None = None,
     drop: Sequence[str] = (),
     jobs: int | None = 1,
@@ -96,7 +110,7 @@ def join_parts(
     (:func:`~tokenlens.analysis.chunks.joined_chunks`; None: one per core)."""
     chunks: list[dict[str, pd.Series]] = []
     rows: list[I64] = []
-    for part, taken in _chunks(run, label, vocab, sink, events, drop, jobs):
+    for part, taken in _chunks(run, label, vocab, render, write, events, drop, jobs):
         chunks.append({str(name): part[name].copy() for name in part.columns})
         rows.append(taken)
     return RunParts(chunks, np.concatenate(rows))
