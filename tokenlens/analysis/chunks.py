@@ -4,8 +4,9 @@ processes where there are several chunks and several cores.
 :func:`chunk_bounds` decides the chunks (the fewest whole requests, in request order,
 with at least a given number of events), :func:`cut` makes a chunk's sub-run, and
 :func:`joined_chunks` yields each chunk's rows and what becomes of its :func:`join_run`
-frame, in chunk order. With ``jobs`` > 1 and at least two chunks, the joins run in ``jobs``
-processes forked from this one (they inherit the run and the vocabulary; only a
+frame, in chunk order. With ``jobs`` > 1 and at least two chunks, the first chunk is joined
+here (what the join builds once is then built before the fork) and the others in
+``jobs`` processes forked from this one (they inherit the run and the vocabulary; only a
 chunk's bounds go to a worker, and what the caller's ``finish`` makes of the joined
 frame comes back: the files' tables and the figures' columns), at most ``jobs + 1``
 chunks ahead of the consumer, so what waits in memory is bounded by the chunk size.
@@ -143,11 +144,16 @@ def joined_chunks(
             sub = cut(run, bounds)
             yield bounds.rows, finish(sub, join_run(sub, label, vocab))
         return
+    # The first chunk is joined here: what the join builds once (the code-point class
+    # table, the vocabulary's tables, MeCab) is then built before the fork, not per worker.
+    sub = cut(run, chunks[0])
+    yield chunks[0].rows, finish(sub, join_run(sub, label, vocab))
+    del sub
     global _SOURCE
     _SOURCE = (run, label, vocab, finish)
     try:
-        with _forked_pool(min(jobs, len(chunks))) as pool:
-            todo = iter(chunks)
+        with _forked_pool(min(jobs, len(chunks) - 1)) as pool:
+            todo = iter(chunks[1:])
             pending: deque[tuple[Bounds, AsyncResult[Any]]] = deque()
             for bounds in todo:
                 pending.append((bounds, pool.apply_async(_join, (bounds,))))

@@ -6,11 +6,14 @@ each time, which at millions of rows was a fifth of ``analyze``. On a categorica
 column :func:`labels` converts each *category* once and takes by code, with the very
 strings ``astype(str)`` gives (``"nan"`` for a missing value); any other dtype falls
 back to ``astype(str)`` itself, so callers see equal arrays whatever the dtype.
+Inside :func:`remembered` (the figures of one analysis), a non-categorical column is
+converted once and factorised; later calls take from that (the same strings).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +22,41 @@ import pandas as pd
 from tokenlens.arrays import I64
 
 Strings = npt.NDArray[np.object_]
+
+# (data address, length, stride) of a column's array -> (the array, held so that its
+# memory is not reused while remembered; its labels' distinct strings; per row, the
+# index of its label among them). Active only inside remembered().
+_MEMO: dict[tuple[int, int, int], tuple[object, Strings, I64]] | None = None
+
+
+@contextlib.contextmanager
+def remembered() -> Iterator[None]:
+    """Convert each non-categorical column once while inside (one analysis' figures,
+    which never change a column in place), then forget every conversion."""
+    global _MEMO
+    outer = _MEMO
+    _MEMO = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+def _factorised(series: pd.Series) -> tuple[Strings, I64] | None:
+    """The distinct labels of a non-categorical column and each row's index among
+    them, computed once inside :func:`remembered`; None outside it."""
+    if _MEMO is None:
+        return None
+    values = series.to_numpy()
+    if values.ndim != 1:
+        return None
+    key = (values.__array_interface__["data"][0], len(values), values.strides[0])
+    if key not in _MEMO:
+        strings = np.asarray(series.astype(str).to_numpy(), dtype=object)
+        codes, names = pd.factorize(strings)
+        _MEMO[key] = (values, np.asarray(names, dtype=object), np.asarray(codes, np.int64))
+    _, names, codes = _MEMO[key]
+    return names, codes
 
 
 def labels(frame: pd.DataFrame, column: str) -> Strings:
@@ -30,6 +68,10 @@ def labels(frame: pd.DataFrame, column: str) -> Strings:
         table = np.asarray([*names, str(np.nan)], dtype=object)
         codes = series.cat.codes.to_numpy()
         return np.asarray(table[codes], dtype=object)  # code -1 takes the last: "nan"
+    known = _factorised(series)
+    if known is not None:
+        distinct, rows = known
+        return np.asarray(distinct[rows], dtype=object)
     return np.asarray(series.astype(str).to_numpy(), dtype=object)
 
 
@@ -41,6 +83,11 @@ def label_codes(frame: pd.DataFrame, column: str, wanted: Sequence[str]) -> I64:
         names = [str(c) for c in series.cat.categories] + [str(np.nan)]
         table = np.asarray([wanted.index(n) if n in wanted else -1 for n in names], np.int64)
         return np.asarray(table[series.cat.codes.to_numpy()], dtype=np.int64)
+    known = _factorised(series)
+    if known is not None:
+        distinct, rows = known
+        index = [wanted.index(n) if n in wanted else -1 for n in distinct]
+        return np.asarray(np.asarray(index, np.int64)[rows], dtype=np.int64)
     values = labels(frame, column)
     out = np.full(len(values), -1, dtype=np.int64)
     for i, name in enumerate(wanted):

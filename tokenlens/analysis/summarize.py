@@ -29,7 +29,7 @@ from tokenlens.analysis.breakdown import (
     text_per_step,
 )
 from tokenlens.analysis.classes import class_gaps
-from tokenlens.analysis.columns import labels
+from tokenlens.analysis.columns import labels, remembered
 from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
 from tokenlens.analysis.domains import domain_section
@@ -75,6 +75,16 @@ def summarize(
     costs: Mapping[str, tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     """Every figure of summary.json from one joined (or simulated) frame."""
+    with remembered():  # each non-categorical label column converted once
+        return _summarize(frame, infos, config, costs)
+
+
+def _summarize(
+    frame: pd.DataFrame,
+    infos: Sequence[RunInfo],
+    config: AnalyzeConfig,
+    costs: Mapping[str, tuple[float, str]] | None,
+) -> dict[str, Any]:
     rules = Rules(delta=config.delta, min_prompts=config.min_prompts, alpha=config.alpha)
     rs = Resampler.from_frame(
         frame,
