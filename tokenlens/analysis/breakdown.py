@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
+from tokenlens.analysis.columns import once
 from tokenlens.analysis.summary_figures import PositionRate, Rate
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
@@ -66,8 +67,15 @@ def group_codes(frame: pd.DataFrame, column: str | None) -> tuple[npt.NDArray[np
     if isinstance(series.dtype, pd.CategoricalDtype):
         codes = series.cat.codes.to_numpy().astype(np.int64)
         return codes, [str(c) for c in series.cat.categories]
+    codes, groups = once(series, "groups", _sorted_groups)  # once per analysis
+    return codes, list(groups)
+
+
+def _sorted_groups(series: pd.Series) -> tuple[npt.NDArray[np.int64], tuple[str, ...]]:
     codes_raw, uniques = pd.factorize(series, sort=True)  # numbers sort as numbers
-    return np.asarray(codes_raw, dtype=np.int64), [str(u) for u in uniques]
+    codes = np.asarray(codes_raw, dtype=np.int64)
+    codes.flags.writeable = False  # shared by every caller inside columns.remembered
+    return codes, tuple(str(u) for u in uniques)
 
 
 def lang_codes(frame: pd.DataFrame) -> tuple[npt.NDArray[np.int64], list[str]]:

@@ -13,7 +13,8 @@ converted once and factorised; later calls take from that (the same strings).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -22,11 +23,12 @@ import pandas as pd
 from tokenlens.arrays import I64
 
 Strings = npt.NDArray[np.object_]
+T = TypeVar("T")
 
-# (data address, length, stride) of a column's array -> (the array, held so that its
-# memory is not reused while remembered; its labels' distinct strings; per row, the
-# index of its label among them). Active only inside remembered().
-_MEMO: dict[tuple[int, int, int], tuple[object, Strings, I64]] | None = None
+# (data address, length, stride, what) of a column's array -> (the array, held so
+# that its memory is not reused while remembered; what was computed from it). Active
+# only inside remembered().
+_MEMO: dict[tuple[int, int, int, str], tuple[object, Any]] | None = None
 
 
 @contextlib.contextmanager
@@ -42,21 +44,35 @@ def remembered() -> Iterator[None]:
         _MEMO = outer
 
 
+def once(series: pd.Series, what: str, compute: Callable[[pd.Series], T]) -> T:
+    """``compute(series)``, computed once per column and ``what`` inside
+    :func:`remembered` (every time outside it)."""
+    if _MEMO is None:
+        return compute(series)
+    values = series.to_numpy()
+    if values.ndim != 1:
+        return compute(series)
+    key = (values.__array_interface__["data"][0], len(values), values.strides[0], what)
+    if key not in _MEMO:
+        _MEMO[key] = (values, compute(series))
+    result: T = _MEMO[key][1]
+    return result
+
+
+def _factorise_labels(series: pd.Series) -> tuple[Strings, I64]:
+    strings = np.asarray(series.astype(str).to_numpy(), dtype=object)
+    codes_raw, names = pd.factorize(strings)
+    codes = np.asarray(codes_raw, np.int64)
+    codes.flags.writeable = False  # shared by every caller inside remembered()
+    return np.asarray(names, dtype=object), codes
+
+
 def _factorised(series: pd.Series) -> tuple[Strings, I64] | None:
     """The distinct labels of a non-categorical column and each row's index among
     them, computed once inside :func:`remembered`; None outside it."""
     if _MEMO is None:
         return None
-    values = series.to_numpy()
-    if values.ndim != 1:
-        return None
-    key = (values.__array_interface__["data"][0], len(values), values.strides[0])
-    if key not in _MEMO:
-        strings = np.asarray(series.astype(str).to_numpy(), dtype=object)
-        codes, names = pd.factorize(strings)
-        _MEMO[key] = (values, np.asarray(names, dtype=object), np.asarray(codes, np.int64))
-    _, names, codes = _MEMO[key]
-    return names, codes
+    return once(series, "labels", _factorise_labels)
 
 
 def labels(frame: pd.DataFrame, column: str) -> Strings:

@@ -20,9 +20,9 @@ import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, estimate
 from tokenlens.analysis.breakdown import lang_codes
-from tokenlens.analysis.columns import labels
+from tokenlens.analysis.columns import label_codes, labels
 from tokenlens.analysis.decompose import lang_code
-from tokenlens.analysis.rejections import FLAGS, KINDS, RESEGMENTATION, UNKNOWN
+from tokenlens.analysis.rejections import CATEGORIES, FLAGS, KINDS, RESEGMENTATION, UNKNOWN
 from tokenlens.analysis.summary_figures import Share
 from tokenlens.arrays import Mask
 
@@ -75,9 +75,12 @@ def _difference(
 
 def _block(frame: pd.DataFrame, rs: Resampler, mask: Mask) -> dict[str, Any]:
     """Counts, the share of each kind, of re-segmentations and of each flag per language."""
-    kind = frame["rejection_kind"].astype(object).to_numpy()
-    rejected = pd.notna(kind)
-    known = rejected & (kind != UNKNOWN)
+    # each row's kind as its index in CATEGORIES (-1: none), not a string comparison
+    # per row and kind
+    kind = label_codes(frame, "rejection_kind", CATEGORIES)
+    rejected = frame["rejection_kind"].notna().to_numpy()
+    unknown = kind == CATEGORIES.index(UNKNOWN)
+    known = rejected & ~unknown
     rows = mask & known
     lcode, langs = lang_codes(frame)
     block: dict[str, Any] = {
@@ -86,13 +89,12 @@ def _block(frame: pd.DataFrame, rs: Resampler, mask: Mask) -> dict[str, Any]:
             lang: int((mask & rejected & (lcode == li)).sum()) for li, lang in enumerate(langs)
         },
         UNKNOWN: {
-            lang: int((mask & (kind == UNKNOWN) & (lcode == li)).sum())
-            for li, lang in enumerate(langs)
+            lang: int((mask & unknown & (lcode == li)).sum()) for li, lang in enumerate(langs)
         },
     }
     for name in KINDS:
-        block[name] = _shares(frame, rs, rows, kind == name)
-    reseg = np.isin(kind, RESEGMENTATION)
+        block[name] = _shares(frame, rs, rows, kind == CATEGORIES.index(name))
+    reseg = np.isin(kind, [CATEGORIES.index(name) for name in RESEGMENTATION])
     block["resegmentation"] = _shares(frame, rs, rows, reseg)
     if "rejection_whitespace" in frame:
         space = frame["rejection_whitespace"].astype(object).to_numpy()
