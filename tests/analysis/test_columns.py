@@ -19,11 +19,12 @@ VALUES = ["ja", None, "en", np.nan, "ja", "<NA>", "other", "en"]
 
 def frames() -> list[pd.DataFrame]:
     plain = pd.DataFrame({"c": pd.Series(VALUES, dtype=object)})
-    return [plain, plain.assign(c=plain["c"].astype("category"))]
+    arrow = pd.Series([None if pd.isna(v) else v for v in VALUES], dtype="string[pyarrow]")
+    return [plain, plain.assign(c=plain["c"].astype("category")), plain.assign(c=arrow)]
 
 
 @pytest.mark.parametrize("inside", [False, True], ids=["outside", "remembered"])
-@pytest.mark.parametrize("kind", [0, 1], ids=["object", "categorical"])
+@pytest.mark.parametrize("kind", [0, 1, 2], ids=["object", "categorical", "arrow-strings"])
 def test_readers_equal_astype_str(inside: bool, kind: int) -> None:
     frame = frames()[kind]
     expected = frame["c"].astype(str).to_numpy()
@@ -43,10 +44,11 @@ class _nothing:
         return None
 
 
+@pytest.mark.parametrize("kind", [0, 2], ids=["object", "arrow-strings"])
 def test_a_column_is_converted_once_inside_and_forgotten_after(
-    monkeypatch: pytest.MonkeyPatch,
+    kind: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    frame = frames()[0]
+    frame = frames()[kind]
     calls = []
     original = pd.Series.astype
 
@@ -66,3 +68,18 @@ def test_a_column_is_converted_once_inside_and_forgotten_after(
     assert columns._MEMO is None
     labels(frame, "c")
     assert len(calls) == 3
+
+
+def test_group_codes_are_the_same_inside_and_kept_small() -> None:
+    from tokenlens.analysis.breakdown import group_codes
+
+    frame = frames()[0]
+    outside = group_codes(frame, "c")
+    with remembered():
+        first, again = group_codes(frame, "c"), group_codes(frame, "c")
+        kept = next(iter(columns._MEMO.values()))[1][0]  # type: ignore[union-attr]
+    for codes, groups in (first, again):
+        assert codes.dtype == np.int64 and list(codes) == list(outside[0])
+        assert groups == outside[1]
+    assert kept.dtype == np.int8 and not kept.flags.writeable
+    assert columns.small_codes([-1, 300], 301).dtype == np.int16

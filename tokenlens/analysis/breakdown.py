@@ -28,7 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler, Totals, estimate
-from tokenlens.analysis.columns import once
+from tokenlens.analysis.columns import once, small_codes
 from tokenlens.analysis.summary_figures import PositionRate, Rate
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.arrays import Mask
@@ -68,14 +68,12 @@ def group_codes(frame: pd.DataFrame, column: str | None) -> tuple[npt.NDArray[np
         codes = series.cat.codes.to_numpy().astype(np.int64)
         return codes, [str(c) for c in series.cat.categories]
     codes, groups = once(series, "groups", _sorted_groups)  # once per analysis
-    return codes, list(groups)
+    return codes.astype(np.int64), list(groups)
 
 
-def _sorted_groups(series: pd.Series) -> tuple[npt.NDArray[np.int64], tuple[str, ...]]:
-    codes_raw, uniques = pd.factorize(series, sort=True)  # numbers sort as numbers
-    codes = np.asarray(codes_raw, dtype=np.int64)
-    codes.flags.writeable = False  # shared by every caller inside columns.remembered
-    return codes, tuple(str(u) for u in uniques)
+def _sorted_groups(series: pd.Series) -> tuple[npt.NDArray[Any], tuple[str, ...]]:
+    codes, uniques = pd.factorize(series, sort=True)  # numbers sort as numbers
+    return small_codes(codes, len(uniques)), tuple(str(u) for u in uniques)
 
 
 def lang_codes(frame: pd.DataFrame) -> tuple[npt.NDArray[np.int64], list[str]]:

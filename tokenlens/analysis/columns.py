@@ -25,9 +25,10 @@ from tokenlens.arrays import I64
 Strings = npt.NDArray[np.object_]
 T = TypeVar("T")
 
-# (data address, length, stride, what) of a column's array -> (the array, held so
-# that its memory is not reused while remembered; what was computed from it). Active
-# only inside remembered().
+# A column's storage -> what was computed from it, with the storage itself (held, so
+# that its memory or identity is not reused while remembered). The key of a numpy
+# column is (data address, length, stride, what); of an extension array (pandas'
+# Arrow-backed strings), (id of the array, -1, -1, what). Active only in remembered().
 _MEMO: dict[tuple[int, int, int, str], tuple[object, Any]] | None = None
 
 
@@ -49,25 +50,39 @@ def once(series: pd.Series, what: str, compute: Callable[[pd.Series], T]) -> T:
     :func:`remembered` (every time outside it)."""
     if _MEMO is None:
         return compute(series)
-    values = series.to_numpy()
-    if values.ndim != 1:
-        return compute(series)
-    key = (values.__array_interface__["data"][0], len(values), values.strides[0], what)
+    storage = series.array
+    if isinstance(storage, pd.arrays.NumpyExtensionArray):
+        values = storage.to_numpy()  # the column's own array (a new wrapper each time)
+        if values.ndim != 1:
+            return compute(series)
+        held: object = values
+        key = (values.__array_interface__["data"][0], len(values), values.strides[0], what)
+    else:  # the column's own extension array, the same object each time
+        held, key = storage, (id(storage), -1, -1, what)
     if key not in _MEMO:
-        _MEMO[key] = (values, compute(series))
+        _MEMO[key] = (held, compute(series))
     result: T = _MEMO[key][1]
     return result
 
 
-def _factorise_labels(series: pd.Series) -> tuple[Strings, I64]:
+def small_codes(codes: npt.ArrayLike, n: int) -> npt.NDArray[np.signedinteger[Any]]:
+    """``codes`` (-1 .. n-1) in the narrowest signed integer type, read-only: what
+    :func:`once` keeps for a whole analysis costs a byte per row, not eight."""
+    kind = np.int8 if n < 2**7 else np.int16 if n < 2**15 else np.int32 if n < 2**31 else np.int64
+    out: npt.NDArray[np.signedinteger[Any]] = np.asarray(codes).astype(kind)
+    out.flags.writeable = False  # shared by every caller inside remembered()
+    return out
+
+
+def _factorise_labels(
+    series: pd.Series,
+) -> tuple[Strings, npt.NDArray[np.signedinteger[Any]]]:
     strings = np.asarray(series.astype(str).to_numpy(), dtype=object)
-    codes_raw, names = pd.factorize(strings)
-    codes = np.asarray(codes_raw, np.int64)
-    codes.flags.writeable = False  # shared by every caller inside remembered()
-    return np.asarray(names, dtype=object), codes
+    codes, names = pd.factorize(strings)
+    return np.asarray(names, dtype=object), small_codes(codes, len(names))
 
 
-def _factorised(series: pd.Series) -> tuple[Strings, I64] | None:
+def _factorised(series: pd.Series) -> tuple[Strings, npt.NDArray[np.signedinteger[Any]]] | None:
     """The distinct labels of a non-categorical column and each row's index among
     them, computed once inside :func:`remembered`; None outside it."""
     if _MEMO is None:
