@@ -10,7 +10,9 @@ verdicts, write tokens.parquet / summary.json / tables.md) and prints its wall t
 the child's peak resident memory and CPU time, and the machine's load average (on a
 shared machine, wall time over CPU time says how loaded it was). The join runs in
 forked worker processes (``--jobs``, default one per core): their CPU time is added
-to the child's, and the largest worker's peak is printed beside the child's.
+to the child's, the largest worker's peak RSS is printed beside the child's (a forked
+worker's RSS counts the pages it shares with the child), and the peak of the whole
+tree's proportional set size, sampled every second, says what they hold together.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_analyze.py [--events 1000000] [--bootstrap 1000]``.
 The goal (issue 35) is <= 30 s at 1M events and <= 5 min at 10M on the 2-core
@@ -25,6 +27,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +71,55 @@ def _analyze_child(paths: list[str], out: str, n_boot: int, jobs: int | None) ->
     print(f"{wall:.3f} {usage.ru_maxrss} {cpu:.3f} {workers.ru_maxrss}")
 
 
+class TreeMemory(threading.Thread):
+    """Samples the proportional set size (PSS: each shared page split among the
+    processes that map it) of a process and its descendants, and keeps the peak of
+    their sum: the memory of analyze with its forked join workers, shared pages counted
+    once. Linux only (``/proc/PID/smaps_rollup``); elsewhere it takes no sample."""
+
+    every = 1.0
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak_kib = 0
+        self.samples = 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.every):
+            total = sum(_pss_kib(p) for p in _tree(self.pid))
+            if total:
+                self.samples += 1
+                self.peak_kib = max(self.peak_kib, total)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``/proc/PID/task/*/children``)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                todo.extend(int(c) for c in task.read_text().split())
+            except OSError:
+                continue
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:  # gone, or not Linux
+        return 0
+    return next((int(x.split()[1]) for x in text.splitlines() if x.startswith("Pss:")), 0)
+
+
 def _load() -> str:
     """The 1-, 5- and 15-minute load averages."""
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -109,8 +161,15 @@ def main() -> None:
         ]
         load_before = _load()
         wall = time.perf_counter()
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tree = TreeMemory(child.pid)
+        tree.start()
+        stdout, stderr = child.communicate()
+        tree.stop()
         wall = time.perf_counter() - wall
+        if child.returncode:
+            sys.exit(f"analyze failed ({child.returncode}): {stderr.strip()[-2000:]}")
+        done = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
         inside, maxrss_kib, cpu, worker_kib = (float(x) for x in done.stdout.split()[-4:])
         peak_mib = maxrss_kib / 1024
         tokens = root / "out" / "tokens.parquet"
@@ -124,6 +183,12 @@ def main() -> None:
             f"CPU {cpu:.1f} s (user+system), tokens.parquet {size:.1f} MiB, "
             f"bootstrap {args.bootstrap}, jobs {args.jobs or 'one per core'}"
         )
+        if tree.samples:
+            print(
+                f"whole analysis (analyze and its join workers, proportional set size, "
+                f"sampled every {tree.every} s, {tree.samples} samples): peak "
+                f"{tree.peak_kib / 1024:.0f} MiB"
+            )
         # peak memory over events (libraries included: compare two sizes for the slope)
         print(f"{events:,} events: {maxrss_kib * 1024 / events:.0f} bytes of peak RSS per event")
         # The machine may be shared: its load says how far wall time is to be trusted.
