@@ -86,3 +86,31 @@ def test_one_chunk_or_one_job_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> 
         parts = [p for _, p in joined_chunks(run, "r", vocab, events, jobs=jobs)]
         assert set(pd.concat(parts)["joined_by"]) == {os.getpid()}
     assert 1 <= default_jobs() <= chunks_module.MAX_JOBS
+
+
+def test_runs_the_chunks_cannot_cut_are_one_chunk() -> None:
+    """A repeated request id, or an event of no request, leaves the run whole (the
+    join then refuses it with its own message)."""
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    run = read_run(RUNS[0])
+    assert len(chunk_bounds(run, 40)) > 3
+    ids = run.requests.column("request_id").to_pylist()
+    repeated = run.requests.set_column(
+        run.requests.schema.get_field_index("request_id"),
+        "request_id",
+        pa.array([ids[0], *ids[:-1]], type=run.requests.schema.field("request_id").type),
+    )
+    stranger = run.events.set_column(  # type: ignore[union-attr]
+        run.events.schema.get_field_index("request_id"),  # type: ignore[union-attr]
+        "request_id",
+        pa.array(
+            ["no-such-request", *run.events.column("request_id").to_pylist()[1:]],  # type: ignore[union-attr]
+            type=run.events.schema.field("request_id").type,  # type: ignore[union-attr]
+        ),
+    )
+    for broken in (replace(run, requests=repeated), replace(run, events=stranger)):
+        (only,) = chunk_bounds(broken, 40)
+        assert only.whole and len(only.rows) == broken.events.num_rows  # type: ignore[union-attr]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tokenlens.analysis.join import join_run
 from tokenlens.arrays import I64
@@ -64,10 +65,9 @@ def chunk_bounds(run: Run, events: int) -> list[Bounds]:
     itself, so that :func:`join_run` refuses it with its own message."""
     if run.events is None:
         return [Bounds(0, 0, np.zeros(0, dtype=np.int64), whole=True)]
-    rid = run.requests.column("request_id").to_pylist()
-    index = pd.Index(rid)
-    owner = np.asarray(index.get_indexer(run.events.column("request_id").to_pylist()), np.int64)
-    if not index.is_unique or (owner < 0).any() or run.requests.num_rows == 0:
+    owner = _owners(run.requests.column("request_id"), run.events.column("request_id"))
+    rid = run.requests.column("request_id")
+    if owner is None:
         return [Bounds(0, len(rid), np.arange(run.events.num_rows, dtype=np.int64), True)]
     order = np.argsort(owner, kind="stable")
     per_request = np.bincount(owner, minlength=len(rid))
@@ -81,6 +81,20 @@ def chunk_bounds(run: Run, events: int) -> list[Bounds]:
         out.append(Bounds(start, stop, np.sort(order[before : int(ends[stop - 1])])))
         start = stop
     return out
+
+
+def _owners(requests: pa.ChunkedArray, events: pa.ChunkedArray) -> I64 | None:
+    """Each event's request as its row in ``requests``; None when a request id is
+    repeated or missing, an event names no request, or there is no request."""
+    if len(requests) == 0 or requests.null_count or len(pc.unique(requests)) != len(requests):
+        return None
+    try:
+        owner = pc.index_in(events, value_set=requests.combine_chunks())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):  # other types
+        return None
+    if owner.null_count:
+        return None
+    return np.asarray(owner.to_numpy(), dtype=np.int64)
 
 
 def cut(run: Run, bounds: Bounds) -> Run:
