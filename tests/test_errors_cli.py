@@ -40,6 +40,7 @@ NUMERIC: list[tuple[list[str], str, list[str]]] = [
     (["analyze", str(REAL_RUN)], "--alpha", ["0", "0.5", "nan"]),
     (["analyze", str(REAL_RUN)], "--min-prompts", ["0"]),
     (["analyze", str(REAL_RUN)], "--draft-cost", ["-1", "nan", "inf"]),
+    (["analyze", str(REAL_RUN)], "--jobs", ["0", "-1", "two"]),
     (["replay", str(REAL_RUN)], "--k", ["0", "0-3", "a"]),
     (["replay", str(REAL_RUN)], "--prompt-lookup-min", ["0"]),
     (["replay", str(REAL_RUN)], "--prompt-lookup-max", ["-2"]),

@@ -114,3 +114,26 @@ def test_runs_the_chunks_cannot_cut_are_one_chunk() -> None:
     for broken in (replace(run, requests=repeated), replace(run, events=stranger)):
         (only,) = chunk_bounds(broken, 40)
         assert only.whole and len(only.rows) == broken.events.num_rows  # type: ignore[union-attr]
+
+
+def test_analyze_jobs_option_changes_no_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tokenlens analyze --jobs 2`` (two forked workers over 40-event chunks) writes
+    the summary ``--jobs 1`` writes, digit for digit."""
+    import json
+
+    from tests.support import cli
+    from tokenlens.analysis import stream
+
+    monkeypatch.setattr(stream, "CHUNK_EVENTS", 40)
+    written = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}"
+        args = [str(RUNS[0]), str(RUNS[1]), "--out", str(out), "--jobs", jobs]
+        status, _, err = cli(["analyze", *args, "--quiet", "--bootstrap", "10"])
+        assert status == 0, err
+        summary = json.loads((out / "summary.json").read_text("utf-8"))
+        summary["signature"] = None  # names the output directory
+        written.append(summary)
+    assert written[0] == written[1]
