@@ -63,12 +63,55 @@ def _analyze_child(paths: list[str], out: str, n_boot: int, jobs: int | None) ->
 
     start = time.perf_counter()
     runs = tuple(Path(p) for p in paths)
-    run_analyze(AnalyzeConfig(runs=runs, out=Path(out), n_boot=n_boot, jobs=jobs))
+    config = AnalyzeConfig(runs=runs, out=Path(out), n_boot=n_boot, jobs=jobs)
+    run_analyze(config, progress=StageLog())
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)  # this process: analyze
     workers = resource.getrusage(resource.RUSAGE_CHILDREN)  # its join workers, reaped
     cpu = usage.ru_utime + usage.ru_stime + workers.ru_utime + workers.ru_stime
     print(f"{wall:.3f} {usage.ru_maxrss} {cpu:.3f} {workers.ru_maxrss}")
+
+
+class StageLog:
+    """analyze's progress as ``STAGE <unix time> <what>`` lines on stderr: when each
+    stage began (and each run was joined), for the memory per stage."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self._say("check inputs")
+
+    def _say(self, what: str) -> None:
+        print(f"STAGE {time.time():.3f} {what}", file=sys.stderr, flush=True)
+
+    def stage(self, name: str, total: float | None = None, unit: str = "it") -> None:
+        self._say(f"{name} (run 1)" if unit == "run" else name)
+
+    def advance(self, amount: float = 1) -> None:
+        self.runs += 1  # the next run's join begins (after the last: the next stage)
+        self._say(f"read and classify runs (run {self.runs + 1})")
+
+    def note(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _per_stage(stderr: str, samples: list[tuple[float, int]], end: float) -> list[str]:
+    """Per stage of ``STAGE`` lines: its seconds and the peak of the samples in it."""
+    marks = []
+    for line in stderr.splitlines():
+        if line.startswith("STAGE "):
+            _, when, what = line.split(" ", 2)
+            marks.append((float(when), what))
+    rows = []
+    for (start, what), (stop, _) in zip(marks, [*marks[1:], (end, "")], strict=True):
+        if stop - start < 0.05:  # the moment between the last run's join and the figures
+            continue
+        inside = [kib for t, kib in samples if start <= t < stop]
+        peak = f"{max(inside) / 1024:.0f} MiB" if inside else "no sample"
+        rows.append(f"  {what}: {stop - start:.1f} s, peak PSS {peak}")
+    return rows
 
 
 class TreeMemory(threading.Thread):
@@ -84,6 +127,7 @@ class TreeMemory(threading.Thread):
         self.pid = pid
         self.peak_kib = 0
         self.samples = 0
+        self.timeline: list[tuple[float, int]] = []  # (unix time, KiB)
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -92,6 +136,7 @@ class TreeMemory(threading.Thread):
             if total:
                 self.samples += 1
                 self.peak_kib = max(self.peak_kib, total)
+                self.timeline.append((time.time(), total))
 
     def stop(self) -> None:
         self._done.set()
@@ -187,8 +232,9 @@ def main() -> None:
             print(
                 f"whole analysis (analyze and its join workers, proportional set size, "
                 f"sampled every {tree.every} s, {tree.samples} samples): peak "
-                f"{tree.peak_kib / 1024:.0f} MiB"
+                f"{tree.peak_kib / 1024:.0f} MiB; per stage of analyze:"
             )
+            print("\n".join(_per_stage(stderr, tree.timeline, time.time())))
         # peak memory over events (libraries included: compare two sizes for the slope)
         print(f"{events:,} events: {maxrss_kib * 1024 / events:.0f} bytes of peak RSS per event")
         # The machine may be shared: its load says how far wall time is to be trusted.
