@@ -78,17 +78,21 @@ class StageLog:
 
     def __init__(self) -> None:
         self.runs = 0
+        self.total = 0
         self._say("check inputs")
 
     def _say(self, what: str) -> None:
         print(f"STAGE {time.time():.3f} {what}", file=sys.stderr, flush=True)
 
     def stage(self, name: str, total: float | None = None, unit: str = "it") -> None:
+        if unit == "run":
+            self.total = int(total or 0)
         self._say(f"{name} (run 1)" if unit == "run" else name)
 
     def advance(self, amount: float = 1) -> None:
-        self.runs += 1  # the next run's join begins (after the last: the next stage)
-        self._say(f"read and classify runs (run {self.runs + 1})")
+        self.runs += 1  # the next run's join begins, or after the last, the assembly
+        more = self.runs < self.total
+        self._say(f"read and classify runs (run {self.runs + 1})" if more else "assemble")
 
     def note(self, message: str) -> None:
         pass
