@@ -32,7 +32,6 @@ stop the analysis with one line that names the run, the request and the reason,
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -40,11 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from tokenlens import __version__
 from tokenlens.analysis.config import AnalyzeConfig
+from tokenlens.analysis.content import content_key
 from tokenlens.analysis.damage import check_damage
 from tokenlens.analysis.overlap import resolve_overlap
 from tokenlens.analysis.run_checks import (
@@ -53,7 +50,6 @@ from tokenlens.analysis.run_checks import (
     partial_warning,
     unreconciled_warning,
 )
-from tokenlens.capture.events import EVENTS_SCHEMA
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import (
     Run,
@@ -269,51 +265,6 @@ def _no_same_directory(paths: tuple[Path, ...]) -> None:
             same = "" if str(seen[key]) == str(path) else f" (as {seen[key]})"
             raise TokenlensError(f"run directory {path} is given twice{same}: each run counts once")
         seen[key] = path
-
-
-def _digest(table: pa.Table, keys: list[str]) -> bytes:
-    """Hash of a table's rows as a set: sorted by ``keys`` first, so row order, chunking
-    and file metadata do not count (a resumed run lists its requests in another order)."""
-    table = table.sort_by([(key, "ascending") for key in keys])
-    table = table.combine_chunks().replace_schema_metadata(None)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return hashlib.sha256(sink.getvalue().to_pybytes()).digest()
-
-
-CONTENT_EVENT_COLUMNS = (
-    "request_id",
-    "step",
-    "position",
-    "accepted",
-    "emitted_token_id",
-    "output_index",
-    "draft_token_id",
-)
-
-
-def content_key(run: Run) -> bytes:
-    """What the analysis reads of a run, independent of row order (equal: the same data).
-
-    Requests by id with their output ids and text; events by (request, step, position)
-    with what was judged. A draft id after the first rejection of a step was never
-    compared with the target and enters no figure; a trace records it and a replay
-    leaves it -1, so it is read as -1 here: a replay equal to its trace is the same data.
-    """
-    assert run.events is not None
-    requests = run.requests.select(["request_id", "output_token_ids", "output_text"])
-    events = run.events
-    columns = {}
-    for name in CONTENT_EVENT_COLUMNS:
-        column = events.column(name).cast(EVENTS_SCHEMA.field(name).type)
-        if name == "draft_token_id":
-            judged = pc.is_valid(events.column("emitted_token_id").cast(pa.int64()))
-            column = pc.if_else(judged, column, pa.scalar(-1, pa.int64()))
-        columns[name] = column
-    return _digest(requests, ["request_id"]) + _digest(
-        pa.table(columns), ["request_id", "step", "position"]
-    )
 
 
 def _no_same_content(runs: list[Run]) -> None:
