@@ -7,6 +7,8 @@ column is converted once) and outside it.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -29,19 +31,11 @@ def test_readers_equal_astype_str(inside: bool, kind: int) -> None:
     frame = frames()[kind]
     expected = frame["c"].astype(str).to_numpy()
     wanted = ["ja", "en", "None", "nan"]
-    with remembered() if inside else _nothing():
+    with remembered() if inside else contextlib.nullcontext():
         for _ in range(2):  # the second read comes from what the first remembered
             assert list(labels(frame, "c")) == list(expected)
             codes = label_codes(frame, "c", wanted)
             assert list(codes) == [wanted.index(x) if x in wanted else -1 for x in expected]
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 @pytest.mark.parametrize("kind", [0, 2], ids=["object", "arrow-strings"])

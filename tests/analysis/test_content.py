@@ -20,7 +20,9 @@ RUN = sorted(p for p in (REPO / "reports" / "demo" / "runs").iterdir() if p.is_d
 def test_the_key_is_of_the_rows_as_a_set(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(content, "DIGEST_ROWS", batch)
     run = read_run(RUN)
-    assert (run.events is not None and run.events.num_rows > 3 * batch) or batch > 7
+    assert run.events is not None
+    if batch == 7:  # the small batches cut the rows in several places
+        assert run.events.num_rows > 3 * batch
     key = content_key(run)
     # reversed rows, in chunks of 5, with file metadata: the same key
     events = run.events.take(pa.array(range(run.events.num_rows - 1, -1, -1)))

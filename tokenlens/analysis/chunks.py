@@ -65,8 +65,8 @@ def chunk_bounds(run: Run, events: int) -> list[Bounds]:
     itself, so that :func:`join_run` refuses it with its own message."""
     if run.events is None:
         return [Bounds(0, 0, np.zeros(0, dtype=np.int64), whole=True)]
-    owner = _owners(run.requests.column("request_id"), run.events.column("request_id"))
     rid = run.requests.column("request_id")
+    owner = _owners(rid, run.events.column("request_id"))
     if owner is None:
         return [Bounds(0, len(rid), np.arange(run.events.num_rows, dtype=np.int64), True)]
     order = np.argsort(owner, kind="stable")
@@ -131,12 +131,16 @@ def _frame(sub: Run, part: pd.DataFrame) -> pd.DataFrame:
 _SOURCE: tuple[Run, str, Vocabulary, Finish] | None = None
 
 
+def _joined(run: Run, label: str, vocab: Vocabulary, finish: Finish, bounds: Bounds) -> Any:
+    """One chunk cut, joined and finished (here or in a worker)."""
+    sub = cut(run, bounds)
+    return finish(sub, join_run(sub, label, vocab))
+
+
 def _join(bounds: Bounds) -> Any:
     """One chunk's join and finish, in a worker."""
     assert _SOURCE is not None, "joined_chunks sets the source before forking"
-    run, label, vocab, finish = _SOURCE
-    sub = cut(run, bounds)
-    return finish(sub, join_run(sub, label, vocab))
+    return _joined(*_SOURCE, bounds)
 
 
 def joined_chunks(
@@ -155,14 +159,11 @@ def joined_chunks(
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 2 or len(chunks) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         for bounds in chunks:
-            sub = cut(run, bounds)
-            yield bounds.rows, finish(sub, join_run(sub, label, vocab))
+            yield bounds.rows, _joined(run, label, vocab, finish, bounds)
         return
     # The first chunk is joined here: what the join builds once (the code-point class
     # table, the vocabulary's tables, MeCab) is then built before the fork, not per worker.
-    sub = cut(run, chunks[0])
-    yield chunks[0].rows, finish(sub, join_run(sub, label, vocab))
-    del sub
+    yield chunks[0].rows, _joined(run, label, vocab, finish, chunks[0])
     global _SOURCE
     _SOURCE = (run, label, vocab, finish)
     try:

@@ -112,18 +112,21 @@ def label_codes(frame: pd.DataFrame, column: str, wanted: Sequence[str]) -> I64:
     series = frame[column]
     if isinstance(series.dtype, pd.CategoricalDtype):
         names = [str(c) for c in series.cat.categories] + [str(np.nan)]
-        table = np.asarray([wanted.index(n) if n in wanted else -1 for n in names], np.int64)
-        return np.asarray(table[series.cat.codes.to_numpy()], dtype=np.int64)
+        return np.asarray(_positions(names, wanted)[series.cat.codes.to_numpy()], np.int64)
     known = _factorised(series)
     if known is not None:
         distinct, rows = known
-        index = [wanted.index(n) if n in wanted else -1 for n in distinct]
-        return np.asarray(np.asarray(index, np.int64)[rows], dtype=np.int64)
+        return np.asarray(_positions(distinct, wanted)[rows], dtype=np.int64)
     values = labels(frame, column)
     out = np.full(len(values), -1, dtype=np.int64)
     for i, name in enumerate(wanted):
         out[values == name] = i
     return out
+
+
+def _positions(names: Sequence[str] | Strings, wanted: Sequence[str]) -> I64:
+    """Each name's index in ``wanted``, -1 for a name not there."""
+    return np.asarray([wanted.index(n) if n in wanted else -1 for n in names], np.int64)
 
 
 def value_codes(frame: pd.DataFrame, column: str) -> I64:
