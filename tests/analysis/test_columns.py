@@ -77,3 +77,22 @@ def test_group_codes_are_the_same_inside_and_kept_small() -> None:
         assert groups == outside[1]
     assert kept.dtype == np.int8 and not kept.flags.writeable
     assert columns.small_codes([-1, 300], 301).dtype == np.int16
+
+
+@pytest.mark.parametrize("kind", [0, 2], ids=["object", "arrow-strings"])
+def test_a_column_converted_in_blocks_is_factorised_as_a_whole(
+    kind: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of 3 rows (labels first seen in a later block, and seen again across
+    block boundaries) give the labels and codes of one factorisation of the column."""
+    frame = frames()[kind]
+    frame = pd.concat([frame, frame.iloc[::-1]], ignore_index=True)  # 16 rows
+    monkeypatch.setattr(columns, "LABEL_BLOCK", 3)
+    codes, names = pd.factorize(frame["c"].astype(str).to_numpy())
+    with remembered():
+        known = columns._factorised(frame["c"])
+        assert known is not None
+        distinct, rows = known
+        assert list(distinct) == list(names)
+        assert list(rows) == list(codes)
+        assert list(labels(frame, "c")) == list(frame["c"].astype(str))

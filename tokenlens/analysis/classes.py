@@ -25,6 +25,7 @@ from scipy import stats
 
 from tokenlens.analysis.bootstrap import LEVEL, Resampler, as_float, interval, standard_error
 from tokenlens.analysis.breakdown import group_codes, rate_table
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.comparable import not_comparable, shared_token_share
 from tokenlens.analysis.decompose import Support, lang_code
 from tokenlens.analysis.summary_figures import (
@@ -233,7 +234,7 @@ def class_gaps(
     for name, mask in families.items():
         rows = judged & mask
         out[name] = ClassFamily(
-            runs=tuple(sorted(set(frame["run"].astype(str).to_numpy()[mask]))),
+            runs=tuple(sorted(set(labels(frame, "run")[mask]))),
             ks=tuple(sorted({int(k) for k in frame["k"].to_numpy()[mask]})) if "k" in frame else (),
             by={
                 column: class_table(frame, rs, rows, column, support, min_count)

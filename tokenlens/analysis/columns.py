@@ -74,12 +74,25 @@ def small_codes(codes: npt.ArrayLike, n: int) -> npt.NDArray[np.signedinteger[An
     return out
 
 
+LABEL_BLOCK = 1 << 20
+"""Rows converted to strings at a time by :func:`_factorise_labels`: a Python string
+per row of a whole column (about 600 MiB at ten million rows) is never held at once."""
+
+
 def _factorise_labels(
     series: pd.Series,
 ) -> tuple[Strings, npt.NDArray[np.signedinteger[Any]]]:
-    strings = np.asarray(series.astype(str).to_numpy(), dtype=object)
-    codes, names = pd.factorize(strings)
-    return np.asarray(names, dtype=object), small_codes(codes, len(names))
+    """The distinct ``astype(str)`` labels of ``series`` in order of first appearance,
+    and each row's index among them: ``pd.factorize(series.astype(str))``, converted
+    :data:`LABEL_BLOCK` rows at a time (the same labels and codes)."""
+    names: dict[str, int] = {}
+    codes = np.empty(len(series), dtype=np.int32)
+    for start in range(0, len(series), LABEL_BLOCK):
+        block = np.asarray(series.iloc[start : start + LABEL_BLOCK].astype(str), dtype=object)
+        local, uniques = pd.factorize(block)  # strings: no missing value, no -1
+        known = [names.setdefault(str(u), len(names)) for u in uniques]
+        codes[start : start + len(block)] = np.asarray(known, dtype=np.int32)[local]
+    return np.asarray(list(names), dtype=object), small_codes(codes, len(names))
 
 
 def _factorised(series: pd.Series) -> tuple[Strings, npt.NDArray[np.signedinteger[Any]]] | None:

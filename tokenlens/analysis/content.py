@@ -46,12 +46,16 @@ def _digest(table: pa.Table, keys: list[str]) -> bytes:
     The rows go to the hash in sorted batches of :data:`DIGEST_ROWS` (an Arrow IPC
     stream): what it holds is the sort order and one batch. The value is compared only
     within one analysis (two runs with equal content), never written."""
+    # one chunk per column first: a take from a column of many chunks cost time in
+    # proportion to the whole column per batch (19.6 s against 1.5 s for one run of
+    # 5.2 million events), at the price of one transient copy of the hashed columns
+    table = table.combine_chunks()
     order = pc.sort_indices(table, sort_keys=[(key, "ascending") for key in keys])
     schema = table.schema.remove_metadata()
     sink = _HashingFile()
     with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema) as writer:
         for start in range(0, len(order), DIGEST_ROWS):
-            rows = table.take(order.slice(start, DIGEST_ROWS)).combine_chunks()
+            rows = table.take(order.slice(start, DIGEST_ROWS))
             writer.write_table(rows.replace_schema_metadata(None), max_chunksize=DIGEST_ROWS)
     return sink.hash.digest()
 

@@ -132,12 +132,12 @@ def _analyze(
             outputs.write(tables[0])
             tokens.write(tables[1])
 
-        parts.append(join_parts(run, label, vocab, render, write, drop=UNREAD, jobs=config.jobs))
         problems: list[str] = ["no events"]
         derived = None  # the counters the events imply, padded to vLLM's width
-        if run.events is not None:
+        if run.events is not None:  # before the join: its transients do not add to the chunks'
             counted = reconciliation(run.events, run.metrics, run.empty_steps)
             problems, derived = counted.problems, counted.events.to_json()
+        parts.append(join_parts(run, label, vocab, render, write, drop=UNREAD, jobs=config.jobs))
         replayed = run.manifest.get("replayed_from")
         infos.append(
             RunInfo(

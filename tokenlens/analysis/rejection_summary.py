@@ -97,18 +97,22 @@ def _block(frame: pd.DataFrame, rs: Resampler, mask: Mask) -> dict[str, Any]:
     reseg = np.isin(kind, [CATEGORIES.index(name) for name in RESEGMENTATION])
     block["resegmentation"] = _shares(frame, rs, rows, reseg)
     if "rejection_whitespace" in frame:
-        space = frame["rejection_whitespace"].astype(object).to_numpy()
-        block["resegmentation_whitespace"] = _shares(
-            frame, rs, rows & reseg, np.where(pd.notna(space), space, False).astype(bool)
-        )
+        _, space = _flag(frame, "rejection_whitespace")
+        block["resegmentation_whitespace"] = _shares(frame, rs, rows & reseg, space)
     for flag in FLAGS:
-        values = frame[flag].astype(object).to_numpy()
-        flagged = pd.notna(values)
-        block[flag] = _shares(
-            frame, rs, mask & flagged, np.where(flagged, values, False).astype(bool)
-        )
+        flagged, values = _flag(frame, flag)
+        block[flag] = _shares(frame, rs, mask & flagged, values)
     block["resegmentation_gap"] = _difference(frame, rs, rows, reseg)
     return block
+
+
+def _flag(frame: pd.DataFrame, column: str) -> tuple[Mask, Mask]:
+    """A flag column with missing values (a nullable boolean, or objects): where it is
+    set, and its value there (False where missing), without a Python object per row."""
+    series = frame[column]
+    known: Mask = series.notna().to_numpy()
+    values: Mask = series.to_numpy(dtype=bool, na_value=False)
+    return known, values
 
 
 def continuation(frame: pd.DataFrame, mask: Mask) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.decompose import Support
 from tokenlens.analysis.rules import (
     DECISION_KEYS,
@@ -164,7 +165,7 @@ def per_k(
         sub_rs = rs.restricted(mask)
         parts = compute_parts(sub, sub_rs, support, rules.control_range)
         decided = decide(sub, sub_rs, rules, parts)
-        entry: dict[str, Any] = {"runs": sorted(set(sub["run"].astype(str)))}
+        entry: dict[str, Any] = {"runs": sorted(set(labels(sub, "run")))}
         for name in ("H1", "H2"):
             f = figures(parts, name)
             verdict = str(decided[name].verdict)
