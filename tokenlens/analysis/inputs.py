@@ -44,6 +44,7 @@ from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.content import content_key
 from tokenlens.analysis.damage import check_damage
 from tokenlens.analysis.overlap import resolve_overlap
+from tokenlens.analysis.reread import Snapshot, snapshot, stamp
 from tokenlens.analysis.run_checks import (
     check_events,
     check_manifest,
@@ -125,6 +126,7 @@ class CheckedInputs:
     damage: dict[str, Any] = dataclasses.field(
         default_factory=dict
     )  # summary.json → inputs (damage.py)
+    snapshots: tuple[Snapshot, ...] = ()  # per run: to read it again at its join (reread.py)
 
     def section(self) -> dict[str, Any]:
         """``summary.json`` → ``inputs``: what was checked and what to say at the top."""
@@ -158,6 +160,7 @@ def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> Che
     if config.bench is not None and not config.bench.exists():
         raise TokenlensError(f"--bench {config.bench}: no such file or directory")
     runs = [read_run(path) for path in config.runs]
+    read, files = {run.path: run for run in runs}, {run.path: stamp(run.path) for run in runs}
     for run in runs:
         check_manifest(run)
         check_events(run)
@@ -199,8 +202,15 @@ def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> Che
     tokenizers = [t for run, t in zip(runs, tokenizers, strict=True) if run.path in kept]
     runs = [kept[run.path] for run in runs if run.path in kept]
     claim_out(config.out)
+    snapshots = tuple(snapshot(read[run.path], files[run.path], run) for run in runs)
     return CheckedInputs(
-        tuple(runs), tuple(tokenizers), tuple(warnings), tuple(notes), tuple(groups), damage
+        tuple(runs),
+        tuple(tokenizers),
+        tuple(warnings),
+        tuple(notes),
+        tuple(groups),
+        damage,
+        snapshots,
     )
 
 

@@ -29,6 +29,7 @@ from tokenlens.analysis.columns import labels
 from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.inputs import CheckedInputs, validate_inputs
 from tokenlens.analysis.join import OUTPUTS_SCHEMA, output_texts, run_vocabulary
+from tokenlens.analysis.reread import Snapshot, reread, without_tables
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
 from tokenlens.analysis.stream import (
@@ -83,10 +84,12 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
-    runs = list(checked.runs)  # as checked: damage excluded, shared requests resolved
-    # Each run's tables leave memory once it is joined (_analyze pops it from ``runs``):
-    # the inputs section of summary.json reads only paths and manifests.
-    checked = replace(checked, runs=tuple(_without_tables(run) for run in runs))
+    # The checked runs' tables leave memory now: each run is read again just before its
+    # join, with the checks' decisions (analysis/reread.py), so one run's tables are held
+    # at a time; the inputs section of summary.json reads only paths and manifests.
+    checked = replace(checked, runs=tuple(without_tables(run) for run in checked.runs))
+    runs = list(zip(checked.runs, checked.snapshots, strict=True))
+    give_back_memory()
     progress.stage("read and classify runs", total=len(runs), unit="run")
     # tokens.parquet and outputs.parquet are written chunk by chunk as the runs are
     # joined (analysis/stream.py), under temporary names until the summary is written.
@@ -106,7 +109,7 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
 def _analyze(
     config: AnalyzeConfig,
     checked: CheckedInputs,
-    runs: list[Run],
+    runs: list[tuple[Run, Snapshot]],
     families: dict[str, str],
     domains: dict[str, str] | None,
     tokens: TableSink,
@@ -116,9 +119,9 @@ def _analyze(
     directions = _prompt_directions(config) if domains is not None else {}
     parts: list[RunParts] = []
     infos = []
-    labels = _labels([run.path for run in runs])
+    labels = _labels([run.path for run, _ in runs])
     for label in labels:
-        run = runs.pop(0)
+        run = reread(*runs.pop(0))  # as checked: damage excluded, shared requests resolved
         vocab = run_vocabulary(run, config.tokenizer)
 
         def render(
@@ -179,14 +182,6 @@ def _analyze(
     summary_path = config.out / SUMMARY
     write_json_atomic(summary_path, summary)
     return AnalyzeResult(tokens.path, outputs.path, summary_path, summary)
-
-
-def _without_tables(run: Run) -> Run:
-    """``run`` without its requests' rows and its events (manifest and path kept). An
-    empty table of the same schema, not an empty slice: a slice keeps every buffer of
-    the table it was cut from (at 1.55 million events, 138 MiB of the two runs' requests
-    were held through the figures that way)."""
-    return replace(run, requests=run.requests.schema.empty_table(), events=None)
 
 
 def study_columns(

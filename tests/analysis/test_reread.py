@@ -1,0 +1,130 @@
+"""A checked run read again at its join is the run the checks passed:
+:mod:`tokenlens.analysis.reread`.
+
+``analyze`` lets go of every run's tables after the input checks and reads each run
+again just before its join, applying what the checks decided (non-finite confidences
+excluded, requests another run keeps left out); a run whose files changed in between is
+refused in one line and nothing is left half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support import copy_run
+from tokenlens.analysis import AnalyzeConfig, run_analyze
+from tokenlens.analysis.inputs import validate_inputs
+from tokenlens.analysis.reread import reread, without_tables
+from tokenlens.capture.reconcile import counters_from_events
+from tokenlens.errors import TokenlensError
+from tokenlens.progress import SilentProgress
+from tokenlens.text import load_tokenizer
+from tokenlens.text.detokenize import decode_output
+
+
+def _set(table: pa.Table, name: str, values: list[Any]) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    field = table.schema.field(index)
+    return table.set_column(index, field, pa.array(values, field.type))
+
+
+def _shortened(dest: Path, request: str) -> Path:
+    """A copy of the real run with ``request`` cut after its first verification step
+    (its output and counters made to match)."""
+    run = copy_run(dest)
+    events = pq.read_table(run / "events.parquet")
+    keep = pc.or_(pc.not_equal(events.column("request_id"), request), pc.equal(events["step"], 0))
+    events = events.filter(keep)
+    pq.write_table(events, run / "events.parquet")
+    (run / "metrics.json").write_text(json.dumps(counters_from_events(events).to_json()))
+    mine = events.filter(pc.equal(events.column("request_id"), request))
+    end = max(i for i in mine.column("output_index").to_pylist() if i is not None) + 1
+    requests = pq.read_table(run / "requests.parquet")
+    ids = requests.column("output_token_ids").to_pylist()
+    row = requests.column("request_id").to_pylist().index(request)
+    ids[row] = ids[row][:end]
+    texts = requests.column("output_text").to_pylist()
+    texts[row] = decode_output(load_tokenizer("qwen2.5"), ids[row])
+    for name in ("token_logprob", "token_rank", "top_ids", "top_logprobs"):
+        values = requests.column(name).to_pylist()
+        values[row] = values[row][:end] if values[row] is not None else None
+        requests = _set(requests, name, values)
+    requests = _set(_set(requests, "output_token_ids", ids), "output_text", texts)
+    pq.write_table(requests, run / "requests.parquet")
+    return run
+
+
+def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of one run that share all four requests, each longer where the other
+    was cut, and the first with non-finite logprobs: under ``--overlap keep-longest``
+    each keeps some of the requests, and the first loses some confidences."""
+    a = _shortened(tmp_path / "a", "demo-01-ja")
+    b = _shortened(tmp_path / "b", "demo-01-en")
+    requests = pq.read_table(a / "requests.parquet")
+    own = requests.column("token_logprob").to_pylist()
+    own[1][0] = math.nan  # demo-01-en, kept in a
+    pq.write_table(_set(requests, "token_logprob", own), a / "requests.parquet")
+    return a, b
+
+
+def test_a_run_read_again_is_the_checked_run(tmp_path: Path) -> None:
+    a, b = _two_runs(tmp_path)
+    config = AnalyzeConfig(runs=(a, b), out=tmp_path / "out", overlap="keep-longest")
+    checked = validate_inputs(config)
+    assert [run.path for run in checked.runs] == [a, b]
+    assert all(snap.kept is not None for snap in checked.snapshots)  # both lost requests
+    assert checked.damage["nonfinite_confidence"] == [{"run": str(a), "requests": 1, "tokens": 1}]
+    for run, snap in zip(checked.runs, checked.snapshots, strict=True):
+        again = reread(without_tables(run), snap)
+        assert again.requests.equals(run.requests)
+        assert again.events is not None and run.events is not None
+        assert again.events.equals(run.events)
+        assert again.metrics == run.metrics and again.manifest == run.manifest
+    kept = [set(run.requests.column("request_id").to_pylist()) for run in checked.runs]
+    assert kept[0] | kept[1] == {"demo-01-ja", "demo-01-en", "short-ja", "short-en"}
+    assert not kept[0] & kept[1]
+
+
+@pytest.mark.parametrize("name", ["events.parquet", "requests.parquet"])
+def test_a_run_changed_after_its_checks_is_refused(tmp_path: Path, name: str) -> None:
+    run = copy_run(tmp_path / "run")
+    checked = validate_inputs(AnalyzeConfig(runs=(run,), out=tmp_path / "out"))
+    info = (run / name).stat()
+    os.utime(run / name, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000))
+    with pytest.raises(TokenlensError, match=re.escape(f"{name} changed while analyze read it")):
+        reread(without_tables(checked.runs[0]), checked.snapshots[0])
+
+
+def test_analyze_refuses_a_run_rewritten_between_its_checks_and_its_join(
+    tmp_path: Path,
+) -> None:
+    """The events rewritten (the same rows) after the input checks, before the join:
+    one line, and no tokens.parquet or summary.json left behind."""
+    run = copy_run(tmp_path / "run")
+    events = pq.read_table(run / "events.parquet")
+
+    class Rewrite(SilentProgress):
+        def stage(self, name: str, total: float | None = None, unit: str = "it") -> None:
+            if unit == "run":  # the joins begin: the checks are done
+                pq.write_table(events.slice(0), run / "events.parquet")
+                info = (run / "events.parquet").stat()
+                os.utime(run / "events.parquet", ns=(info.st_atime_ns, info.st_mtime_ns + 1))
+
+    out = tmp_path / "out"
+    config = AnalyzeConfig(runs=(run,), out=out, n_boot=10, regression=False)
+    with pytest.raises(
+        TokenlensError, match=re.escape("events.parquet changed while analyze read it")
+    ):
+        run_analyze(config, progress=Rewrite())
+    assert not (out / "summary.json").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(("tokens", "outputs"))]
