@@ -64,8 +64,9 @@ share requests (without --overlap keep-longest), an output index that two verifi
 steps claim, a run whose events stop short of a request's output (without
 --allow-partial), and, under --strict, prompts whose script contradicts their language
 label (otherwise a warning). Tokens with NaN or infinite logprobs lose their confidence,
-counted in summary.json. Runs let through by an --allow flag are named at the top of the
-report and FINDINGS. docs/errors.md lists
+counted in summary.json. A run whose tables change while analyze reads it (a trace
+still writing) is refused when its join reads it again. Runs let through by an --allow
+flag are named at the top of the report and FINDINGS. docs/errors.md lists
 what is refused, warned about and resumable.
 """
 
