@@ -239,3 +239,26 @@ def test_freed_chunks_leave_the_resident_set() -> None:
     after = _resident_mib()
     assert before - after > 200, (before, after)
     assert all(float(a.sum()) == size // 8 for a in kept)
+
+
+def test_spilled_parts_come_back_as_they_were(tmp_path: Path) -> None:
+    """A run's joined parts written to disk while later runs are joined
+    (``stream.spill``) come back value for value, dtype for dtype and category for
+    category, and the file is gone once read."""
+    from tokenlens.analysis.stream import spill, unspill
+
+    run = read_run(DEMO / "runs" / "draft_model-k3")
+    vocab = run_vocabulary(run, None)
+    parts = join_parts(run, "dm", vocab, events=40, drop=UNREAD)
+    kept = [{name: series.copy() for name, series in chunk.items()} for chunk in parts.chunks]
+    rows = parts.rows.copy()
+    path = spill(parts, tmp_path / "0.pickle")
+    assert not parts.chunks  # let go
+    back = unspill(path)
+    assert not path.exists()
+    assert np.array_equal(back.rows, rows)
+    assert len(back.chunks) == len(kept) > 1
+    for got, want in zip(back.chunks, kept, strict=True):
+        assert list(got) == list(want)
+        for name in want:
+            pd.testing.assert_series_equal(got[name], want[name], check_exact=True)

@@ -14,6 +14,7 @@ the presentation layer.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,6 +43,8 @@ from tokenlens.analysis.stream import (
     give_back_memory,
     join_parts,
     plain_strings,
+    spill,
+    unspill,
 )
 from tokenlens.analysis.summarize import RunInfo, summarize
 from tokenlens.analysis.verdicts import rules_identity
@@ -97,7 +100,10 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     tokens = TableSink(config.out / TOKENS)
     outputs = TableSink(config.out / OUTPUTS, OUTPUTS_SCHEMA)
     try:
-        result = _analyze(config, checked, runs, families, domains, tokens, outputs, progress)
+        # the joined columns of all runs but the one being joined wait in here, on disk
+        with tempfile.TemporaryDirectory(dir=config.out, prefix=".tokenlens-join-") as spills:
+            sinks = (tokens, outputs, Path(spills))
+            result = _analyze(config, checked, runs, families, domains, sinks, progress)
     except BaseException:
         tokens.abandon()
         outputs.abandon()
@@ -112,15 +118,15 @@ def _analyze(
     runs: list[tuple[Run, Snapshot]],
     families: dict[str, str],
     domains: dict[str, str] | None,
-    tokens: TableSink,
-    outputs: TableSink,
+    sinks: tuple[TableSink, TableSink, Path],
     progress: Progress,
 ) -> AnalyzeResult:
+    tokens, outputs, spills = sinks
     directions = _prompt_directions(config) if domains is not None else {}
-    parts: list[RunParts] = []
+    parts: list[RunParts | Path] = []
     infos = []
     labels = _labels([run.path for run, _ in runs])
-    for label in labels:
+    for index, label in enumerate(labels):
         run = reread(*runs.pop(0))  # as checked: damage excluded, shared requests resolved
         vocab = run_vocabulary(run, config.tokenizer)
 
@@ -140,7 +146,12 @@ def _analyze(
         if run.events is not None:  # before the join: its transients do not add to the chunks'
             counted = reconciliation(run.events, run.metrics, run.empty_steps)
             problems, derived = counted.problems, counted.events.to_json()
-        parts.append(join_parts(run, label, vocab, render, write, drop=UNREAD, jobs=config.jobs))
+        joined = join_parts(run, label, vocab, render, write, drop=UNREAD, jobs=config.jobs)
+        if index + 1 < len(labels):  # to disk while the later runs are joined (stream.spill)
+            parts.append(spill(joined, spills / f"{index}.pickle"))
+        else:
+            parts.append(joined)
+        del joined
         replayed = run.manifest.get("replayed_from")
         infos.append(
             RunInfo(
@@ -165,7 +176,7 @@ def _analyze(
         del run  # its tables leave memory before the next run's join or the figures
         give_back_memory()
     # one frame of every run's chunks, column by column (analysis/stream.py)
-    frame = assemble(parts)
+    frame = assemble([unspill(p) if isinstance(p, Path) else p for p in parts])
     del parts
     give_back_memory()
     frame = compact(study_columns(frame, families, domains, directions))

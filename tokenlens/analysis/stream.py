@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,27 @@ class RunParts:
 
     chunks: list[dict[str, pd.Series]]
     rows: I64
+
+
+def spill(parts: RunParts, path: Path) -> Path:
+    """``parts`` written to ``path`` and let go: a pickle, so every array, dtype and
+    category comes back as it was (:func:`unspill`). A run's columns wait there while
+    the later runs are joined, which would otherwise hold them beside their own."""
+    with path.open("wb") as file:
+        pickle.dump(parts, file, protocol=pickle.HIGHEST_PROTOCOL)
+    parts.chunks.clear()
+    return path
+
+
+def unspill(path: Path) -> RunParts:
+    """The parts :func:`spill` wrote to ``path`` (a file of this analysis' own, in a
+    directory only it writes), the file removed."""
+    with path.open("rb") as file:
+        parts = pickle.load(file)
+    path.unlink()
+    if not isinstance(parts, RunParts):
+        raise TypeError(f"{path}: not a run's joined parts")
+    return parts
 
 
 def join_parts(
