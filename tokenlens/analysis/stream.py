@@ -281,7 +281,37 @@ def compact(frame: pd.DataFrame) -> pd.DataFrame:
     for name, dtype in frame.dtypes.items():
         if isinstance(dtype, pd.StringDtype) and dtype.storage == "python":
             frame[name] = frame[name].astype(ARROW_STRING)
+    for name, narrow in NARROW.items():
+        if name in frame and _fits(frame[name], narrow):
+            frame[name] = frame[name].astype(narrow)
     return frame
+
+
+NARROW = {
+    "k": "int16",
+    "position": "int16",
+    "draft_token_id": "int32",
+    "emitted_token_id": "Int32",
+    "n_chars": "Int32",
+    "n_bytes": "Int32",
+    "draft_target_rank": "Int32",
+}
+"""Integer columns of the figures' frame in the narrowest type their values have room
+in (token ids, ranks and lengths below 2^31, k and positions below 2^15): 32 bytes
+less per event. Every figure reads them as values (comparisons, group labels, sums
+taken in float64), never in their own width; a column with a value out of range keeps
+its type."""
+
+
+def _fits(series: pd.Series, narrow: str) -> bool:
+    """Whether every value of the integer column ``series`` fits in ``narrow``."""
+    dtype = series.dtype
+    if not pd.api.types.is_integer_dtype(dtype) or dtype == narrow:
+        return False
+    if series.isna().all():
+        return True
+    info = np.iinfo(narrow.lower())
+    return bool(info.min <= series.min() and series.max() <= info.max)
 
 
 def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -332,7 +362,9 @@ def give_back_memory() -> None:
     and the C heap's free pages (glibc's ``malloc_trim``; nothing elsewhere). A chunk's
     arrays (smaller than :data:`MMAP_THRESHOLD`) are freed into the heap, where they
     would stay part of the resident set: the join's chunks and the study's frame are
-    built one after the other, so without this the peak holds both."""
+    built one after the other, so without this the peak holds both. The figures call
+    it between their sections: their many small per-group arrays fragment the heap,
+    and at 10.4 million events about 1 GiB of freed heap stayed resident by the end."""
     pa.default_memory_pool().release_unused()
     libc = _libc()
     if libc is not None:

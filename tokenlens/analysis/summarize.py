@@ -42,6 +42,7 @@ from tokenlens.analysis.run_section import margin_section, run_section
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
+from tokenlens.analysis.stream import give_back_memory
 from tokenlens.analysis.summary_fields import json_value, typed
 from tokenlens.analysis.summary_figures import (
     Estimate,
@@ -108,6 +109,7 @@ def _summarize(
         if family.gap_judged is not None
     }
     parts = replace(parts, families=parts.families | standardised)
+    give_back_memory()
     scope_name = TRAINED if TRAINED in fams else FREE
     scope = fams.get(scope_name, np.ones(len(frame), dtype=bool))
     configs = configurations(frame, scope)
@@ -130,6 +132,7 @@ def _summarize(
             rows = scope if b.rows == "all" else judged & scope
             out[b.name] = rates(frame, rs, b.column, rows, config.min_count)
     out["by_position_conditional"] = conditional
+    give_back_memory()
     out["text_per_step"] = text_per_step(frame, rs, scope)
     out["families"] = parts.families
     out["acceptance_per_k"] = acceptance_per_k(frame, rs, fams, config.min_count)
@@ -137,14 +140,19 @@ def _summarize(
     out["families"] = parts.families
     out["h2_contrast"] = parts.contrast
     out["gap"] = _gap_section(frame, rs, judged, config)
+    give_back_memory()
     out["hypotheses"] = refuse_unvouched(decide(frame, rs, rules, parts), infos)
+    give_back_memory()
     if config.details:
         out["hypotheses"] = add_sensitivity(
             out["hypotheses"], frame, rs, rules, config.support, parts
         )
+        give_back_memory()
         out["classes"] = class_gaps(frame, rs, fams, judged, config.support, config.min_count)
+        give_back_memory()
         # rejection_summary builds a block; typed here, where it enters the summary
         out["rejections"] = typed(Rejections, rejection_section(frame, rs, fams))
+        give_back_memory()
         if "bytes_bucket" in frame:
             out["byte_length"] = {
                 name: {
@@ -161,9 +169,10 @@ def _summarize(
             out["domains"] = domain_section(
                 frame, rs, fams, judged, pooled, rules, config.seed, source
             )
-    out["runs"] = [
-        run_section(frame, rs, info, config, (costs or {}).get(info.method)) for info in infos
-    ]
+    out["runs"] = []
+    for info in infos:
+        give_back_memory()
+        out["runs"].append(run_section(frame, rs, info, config, (costs or {}).get(info.method)))
     out["margin_in_speed"] = margin_section(out["runs"], rules.delta, config.method_families)
     written: dict[str, Any] = json_value(out)  # the records as their types write them
     return written
