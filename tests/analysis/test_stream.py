@@ -262,3 +262,26 @@ def test_spilled_parts_come_back_as_they_were(tmp_path: Path) -> None:
         assert list(got) == list(want)
         for name in want:
             pd.testing.assert_series_equal(got[name], want[name], check_exact=True)
+
+
+def test_compact_narrows_integer_columns_only_where_every_value_fits() -> None:
+    from tokenlens.analysis.stream import NARROW
+
+    frame = pd.DataFrame(
+        {
+            "k": np.array([3, 3], dtype=np.int64),
+            "position": np.array([0, 2**15], dtype=np.int64),  # one value out of int16
+            "n_bytes": pd.array([4, None], dtype="Int64"),
+            "draft_target_rank": pd.array([None, None], dtype="Int64"),
+            "top1_prob": [0.5, 0.25],
+        }
+    )
+    before = frame.copy()
+    out = compact(frame)
+    assert out["k"].dtype == NARROW["k"] == "int16"
+    assert out["position"].dtype == np.int64  # kept: 2**15 does not fit
+    assert str(out["n_bytes"].dtype) == "Int32" and out["n_bytes"].isna().tolist() == [False, True]
+    assert str(out["draft_target_rank"].dtype) == "Int32"
+    assert out["top1_prob"].dtype == np.float64
+    for name in before:
+        assert out[name].astype("float64").equals(before[name].astype("float64"))
