@@ -43,9 +43,10 @@ def run_compare(
     config: AnalyzeConfig, fields: tuple[str, ...], progress: Progress = SILENT
 ) -> CompareResult:
     """Analyse each group of ``config.runs`` (split by ``fields``) apart under ``config.out``."""
-    checked = validate_inputs(config, compare=fields)
+    # only the groups are kept: each group's analysis reads its runs again
+    groups = validate_inputs(config, compare=fields).groups
     done: list[Compared] = []
-    for group in checked.groups:
+    for group in groups:
         sub = replace(config, runs=group.paths, out=config.out / group.label)
         done.append(Compared(group, run_analyze(sub, progress)))
     path = config.out / COMPARE
