@@ -33,6 +33,7 @@ from tokenlens.analysis.stream import (
 )
 from tokenlens.demo import domain_file
 from tokenlens.demo.sizes import ALL_CORPORA, SIZES
+from tokenlens.errors import TokenlensError
 from tokenlens.packaged import corpora_dir
 from tokenlens.report import write_tables
 from tokenlens.rundir import Run, read_run
@@ -285,3 +286,22 @@ def test_compact_narrows_integer_columns_only_where_every_value_fits() -> None:
     assert out["top1_prob"].dtype == np.float64
     for name in before:
         assert out[name].astype("float64").equals(before[name].astype("float64"))
+
+
+def test_a_full_disk_while_spilling_is_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(stream_module.pickle, "dump", full)
+    out = tmp_path / "out"
+    config = AnalyzeConfig(runs=RUNS[:2], out=out, n_boot=10, regression=False, jobs=1)
+    with pytest.raises(TokenlensError, match="No space left on device") as caught:
+        run_analyze(config)
+    assert "\n" not in str(caught.value) and "cannot hold a joined run's columns" in str(
+        caught.value
+    )
+    assert sorted(p.name for p in out.iterdir()) == [".tokenlens-analyze.json"]

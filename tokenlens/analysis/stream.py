@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from tokenlens.analysis.chunks import joined_chunks
 from tokenlens.analysis.join import CLASS_COLUMNS
 from tokenlens.arrays import I64
+from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run
 from tokenlens.text import Vocabulary
 
@@ -99,8 +100,14 @@ def spill(parts: RunParts, path: Path) -> Path:
     """``parts`` written to ``path`` and let go: a pickle, so every array, dtype and
     category comes back as it was (:func:`unspill`). A run's columns wait there while
     the later runs are joined, which would otherwise hold them beside their own."""
-    with path.open("wb") as file:
-        pickle.dump(parts, file, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        with path.open("wb") as file:
+            pickle.dump(parts, file, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError as exc:  # a full disk: one line, the analysis abandoned
+        raise TokenlensError(
+            f"--out {path.parent.parent}: cannot hold a joined run's columns while the next "
+            f"is joined ({exc.strerror or exc}); free space there, or give another --out"
+        ) from None
     parts.chunks.clear()
     return path
 
