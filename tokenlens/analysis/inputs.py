@@ -160,7 +160,8 @@ def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> Che
     if config.bench is not None and not config.bench.exists():
         raise TokenlensError(f"--bench {config.bench}: no such file or directory")
     runs = [read_run(path) for path in config.runs]
-    read, files = {run.path: run for run in runs}, {run.path: stamp(run.path) for run in runs}
+    # as read (files and rows), for the re-read at the join; no table is kept for it
+    first = {run.path: (stamp(run.path), run.requests.num_rows) for run in runs}
     for run in runs:
         check_manifest(run)
         check_events(run)
@@ -202,7 +203,7 @@ def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> Che
     tokenizers = [t for run, t in zip(runs, tokenizers, strict=True) if run.path in kept]
     runs = [kept[run.path] for run in runs if run.path in kept]
     claim_out(config.out)
-    snapshots = tuple(snapshot(read[run.path], files[run.path], run) for run in runs)
+    snapshots = tuple(snapshot(run, *first[run.path]) for run in runs)
     return CheckedInputs(
         tuple(runs),
         tuple(tokenizers),

@@ -122,12 +122,19 @@ def resolve_overlap(runs: list[Run], policy: str) -> tuple[list[Run], list[str]]
 
 def _without(run: Run, rows: set[int]) -> Run:
     """``run`` without the requests at ``rows`` and their events; counters from the rest."""
-    keep = [i for i in range(run.requests.num_rows) if i not in rows]
-    requests = run.requests.take(pa.array(keep, pa.int64()))
+    ids = run.requests.column("request_id").combine_chunks()
+    run = only_requests(run, ids.filter(pa.array([i not in rows for i in range(len(ids))])))
     assert run.events is not None
-    kept_ids = requests.column("request_id").combine_chunks()
-    events = run.events.filter(pc.is_in(run.events.column("request_id"), value_set=kept_ids))
     # Counted steps without rows stay with the run (grammar only; which request had them
     # is not recorded), so that its counters and events still agree.
-    metrics = counters_from_events(events, run.empty_steps)
-    return replace(run, requests=requests, events=events, metrics=metrics)
+    return replace(run, metrics=counters_from_events(run.events, run.empty_steps))
+
+
+def only_requests(run: Run, ids: pa.Array) -> Run:
+    """``run`` with only the requests whose id is in ``ids`` and their events, in their
+    order (request ids are unique: the input checks); its counters as they were."""
+    requests = run.requests.filter(pc.is_in(run.requests.column("request_id"), value_set=ids))
+    events = run.events
+    if events is not None:
+        events = events.filter(pc.is_in(events.column("request_id"), value_set=ids))
+    return replace(run, requests=requests, events=events)

@@ -102,8 +102,9 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     try:
         # the joined columns of all runs but the one being joined wait in here, on disk
         with tempfile.TemporaryDirectory(dir=config.out, prefix=".tokenlens-join-") as spills:
-            sinks = (tokens, outputs, Path(spills))
-            result = _analyze(config, checked, runs, families, domains, sinks, progress)
+            result = _analyze(
+                config, checked, runs, families, domains, tokens, outputs, Path(spills), progress
+            )
     except BaseException:
         tokens.abandon()
         outputs.abandon()
@@ -118,10 +119,11 @@ def _analyze(
     runs: list[tuple[Run, Snapshot]],
     families: dict[str, str],
     domains: dict[str, str] | None,
-    sinks: tuple[TableSink, TableSink, Path],
+    tokens: TableSink,
+    outputs: TableSink,
+    spills: Path,  # a temporary directory: the joined runs' columns (stream.spill)
     progress: Progress,
 ) -> AnalyzeResult:
-    tokens, outputs, spills = sinks
     directions = _prompt_directions(config) if domains is not None else {}
     parts: list[RunParts | Path] = []
     infos = []

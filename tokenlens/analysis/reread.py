@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tokenlens.analysis.damage import exclude_nonfinite
+from tokenlens.analysis.overlap import only_requests
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import EVENTS, REQUESTS, Run, read_run
 
@@ -50,14 +50,14 @@ class Snapshot:
     kept: frozenset[str] | None  # request ids left by the overlap rule; None: all
 
 
-def snapshot(read: Run, files: Stamp, checked: Run) -> Snapshot:
-    """``checked`` (the run after every check) as a re-readable record of ``read``
-    (the run as read, its files stamped ``files``)."""
+def snapshot(checked: Run, files: Stamp, read_requests: int) -> Snapshot:
+    """``checked`` (the run after every check) as a re-readable record: its files were
+    stamped ``files`` when read, and then held ``read_requests`` requests."""
     events = checked.events.num_rows if checked.events is not None else 0
     kept = None
-    if checked.requests.num_rows != read.requests.num_rows:
+    if checked.requests.num_rows != read_requests:
         kept = frozenset(str(x) for x in checked.requests.column("request_id").to_pylist())
-    return Snapshot(read.path, files, checked.requests.num_rows, events, kept)
+    return Snapshot(checked.path, files, checked.requests.num_rows, events, kept)
 
 
 def without_tables(run: Run) -> Run:
@@ -71,29 +71,32 @@ def without_tables(run: Run) -> Run:
 def reread(run: Run, snap: Snapshot) -> Run:
     """``run`` (the checked run without its tables: manifest and counters) with its
     requests and events read again and the checks' decisions applied; a run whose
-    files changed since the checks is refused in one line."""
+    files changed since the checks (before or while it is read again) is refused in
+    one line."""
+    _unchanged(snap)
+    fresh, _ = exclude_nonfinite(read_run(snap.path))
+    if snap.kept is not None:  # as overlap.resolve_overlap left it
+        fresh = only_requests(fresh, pa.array(sorted(snap.kept), pa.string()))
+    requests, events = fresh.requests, fresh.events
+    _unchanged(snap)
+    rows = (requests.num_rows, events.num_rows if events is not None else 0)
+    if rows != (snap.requests, snap.events):
+        raise TokenlensError(
+            f"{snap.path}: read again for its join, it holds {rows[0]} requests and "
+            f"{rows[1]} events where the input checks left {snap.requests} and "
+            f"{snap.events} (a bug: please report it)"
+        )
+    return replace(run, requests=requests, events=events)
+
+
+def _unchanged(snap: Snapshot) -> None:
+    """Refuse, in one line, a run whose tables are not as the checks read them."""
     changed = _changed(snap)
-    if changed is None:
-        fresh, _ = exclude_nonfinite(read_run(snap.path))
-        requests, events = fresh.requests, fresh.events
-        if snap.kept is not None and events is not None:
-            ids = pa.array(sorted(snap.kept), pa.string())
-            requests = requests.filter(pc.is_in(requests.column("request_id"), value_set=ids))
-            events = events.filter(pc.is_in(events.column("request_id"), value_set=ids))
-        rows = (requests.num_rows, events.num_rows if events is not None else 0)
-        changed = _changed(snap)
-        if changed is None and rows != (snap.requests, snap.events):
-            raise TokenlensError(
-                f"{snap.path}: read again for its join, it holds {rows[0]} requests and "
-                f"{rows[1]} events where the input checks left {snap.requests} and "
-                f"{snap.events} (a bug: please report it)"
-            )
-        if changed is None:
-            return replace(run, requests=requests, events=events)
-    raise TokenlensError(
-        f"{snap.path}: {changed} changed while analyze read it (a trace still writing, or "
-        "a file replaced): analyse the run again once it no longer changes"
-    )
+    if changed is not None:
+        raise TokenlensError(
+            f"{snap.path}: {changed} changed while analyze read it (a trace still writing, "
+            "or a file replaced): analyse the run again once it no longer changes"
+        )
 
 
 def _changed(snap: Snapshot) -> str | None:
