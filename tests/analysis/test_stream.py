@@ -226,9 +226,10 @@ def test_freed_chunks_leave_the_resident_set() -> None:
     """Arrays the size of a chunk's column, below the mmap threshold that bound_heap
     fixes, come from the C heap; freed between arrays still alive, they stay resident
     until give_back_memory returns their pages."""
-    from tokenlens.analysis.stream import MMAP_THRESHOLD, bound_heap, give_back_memory
+    from tokenlens.analysis import memory
+    from tokenlens.analysis.memory import MMAP_THRESHOLD, bound_heap, give_back_memory
 
-    if stream_module._libc() is None:
+    if memory._libc() is None:
         pytest.skip("not glibc")
     bound_heap()
     size = MMAP_THRESHOLD // 2

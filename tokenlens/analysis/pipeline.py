@@ -30,6 +30,7 @@ from tokenlens.analysis.columns import labels
 from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.inputs import CheckedInputs, validate_inputs
 from tokenlens.analysis.join import OUTPUTS_SCHEMA, output_texts, run_vocabulary
+from tokenlens.analysis.memory import bound_heap, give_back_memory
 from tokenlens.analysis.reread import Snapshot, reread, without_tables
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
@@ -38,9 +39,7 @@ from tokenlens.analysis.stream import (
     RunParts,
     TableSink,
     assemble,
-    bound_heap,
     compact,
-    give_back_memory,
     join_parts,
     plain_strings,
     spill,

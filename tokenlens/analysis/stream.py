@@ -23,9 +23,6 @@ order (the same rows and columns as one frame would write).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,6 +35,7 @@ import pyarrow.parquet as pq
 
 from tokenlens.analysis.chunks import joined_chunks
 from tokenlens.analysis.join import CLASS_COLUMNS
+from tokenlens.analysis.memory import give_back_memory
 from tokenlens.arrays import I64
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run
@@ -336,46 +334,6 @@ def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
         for f in frames:
             f[name] = f[name].cat.set_categories(union)
     return pd.concat(frames, ignore_index=True)
-
-
-MMAP_THRESHOLD = 1 << 20
-"""Arrays of at least this many bytes get memory of their own from the system, given
-back as soon as they are freed (:func:`bound_heap`)."""
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    """glibc, when this process runs on it (``mallopt`` and ``malloc_trim``)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:
-        return None
-    return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
-
-
-def bound_heap() -> None:
-    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` (nothing elsewhere). glibc
-    raises it, by default, to the size of the largest array freed (up to 32 MiB), after
-    which the figures' per-row masks and codes of a few million rows come from the
-    heap, whose freed pages stay in the resident set: the figures' temporaries, each
-    freed in turn, then added up in the peak."""
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-
-
-def give_back_memory() -> None:
-    """Return free memory to the system: Arrow's pool's (a run's tables, once joined)
-    and the C heap's free pages (glibc's ``malloc_trim``; nothing elsewhere). A chunk's
-    arrays (smaller than :data:`MMAP_THRESHOLD`) are freed into the heap, where they
-    would stay part of the resident set: the join's chunks and the study's frame are
-    built one after the other, so without this the peak holds both. The figures call
-    it between their sections: their many small per-group arrays fragment the heap,
-    and at 10.4 million events about 1 GiB of freed heap stayed resident by the end."""
-    pa.default_memory_pool().release_unused()
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
 
 
 ARROW_STRING = pd.StringDtype("pyarrow")

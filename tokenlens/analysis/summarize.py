@@ -35,6 +35,7 @@ from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
+from tokenlens.analysis.memory import give_back_memory
 from tokenlens.analysis.rejection_summary import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, POWER, TRAINED, Rules
 from tokenlens.analysis.run_section import RunInfo as RunInfo
@@ -42,7 +43,6 @@ from tokenlens.analysis.run_section import margin_section, run_section
 from tokenlens.analysis.sensitivity import add_sensitivity
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split, length_standardised
-from tokenlens.analysis.stream import give_back_memory
 from tokenlens.analysis.summary_fields import json_value, typed
 from tokenlens.analysis.summary_figures import (
     Estimate,
