@@ -87,6 +87,40 @@ def pair_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_] | None:
     return pair
 
 
+class Cells:
+    """Rows by (cluster, group): the rows among ``rows`` with a group (``group >= 0``)
+    and each one's cell, ``cluster * n_groups + group``. Sums over the same rows and
+    groups read one index instead of masking and indexing every row again."""
+
+    def __init__(self, rs: Resampler, group: I64, n_groups: int, rows: Mask) -> None:
+        self.keep: Mask = rows & (group >= 0)
+        self.index: I64 = rs.cluster[self.keep] * n_groups + group[self.keep]
+        self.shape = (rs.n_clusters, n_groups)
+        self._counts: F64 | None = None
+
+    def sums(self, values: F64) -> F64:
+        """Sums of ``values`` per (cluster, group): shape (C, n_groups)."""
+        size = self.shape[0] * self.shape[1]
+        sums = np.bincount(self.index, weights=values[self.keep], minlength=size)
+        return np.asarray(sums, dtype=np.float64).reshape(self.shape)
+
+    def counts(self) -> F64:
+        """Rows per (cluster, group), as float64 (exact: whole numbers below 2^53)."""
+        if self._counts is None:
+            size = self.shape[0] * self.shape[1]
+            counts = np.bincount(self.index, minlength=size).astype(np.float64)
+            self._counts = counts.reshape(self.shape)
+        return self._counts
+
+    def present(self) -> npt.NDArray[np.bool_]:
+        """Whether cluster c has a row in group g: shape (C, n_groups)."""
+        return self.counts() > 0
+
+    def clusters(self) -> I64:
+        """Number of clusters with at least one row in each group."""
+        return np.asarray(self.present().sum(axis=0), dtype=np.int64)
+
+
 class Resampler:
     """Seeded multinomial weights over clusters, stratified.
 
@@ -170,29 +204,27 @@ class Resampler:
         return out
 
     # -- totals ---------------------------------------------------------------------
-    def totals(self, values: F64, group: I64, n_groups: int, rows: Mask) -> Totals:
-        """Sums of ``values`` per group over ``rows``, plus every replicate's sums."""
-        per_cluster = self.per_cluster(values, group, n_groups, rows)
+    def cells(self, group: I64, n_groups: int, rows: Mask) -> Cells:
+        """The rows among ``rows`` that have a group, indexed by (cluster, group): build
+        it once for every sum, count and presence over the same rows and groups."""
+        return Cells(self, group, n_groups, rows)
+
+    def total(self, per_cluster: F64) -> Totals:
+        """The point sums and every replicate's sums of a (C, n_groups) table."""
         return Totals(point=per_cluster.sum(axis=0), boot=self.weights @ per_cluster)
 
-    def per_cluster(self, values: F64, group: I64, n_groups: int, rows: Mask) -> F64:
-        """Sums of ``values`` per (cluster, group) over ``rows``: shape (C, n_groups)."""
-        keep = rows & (group >= 0)
-        idx = self.cluster[keep] * n_groups + group[keep]
-        sums = np.bincount(idx, weights=values[keep], minlength=self.n_clusters * n_groups)
-        return np.asarray(sums, dtype=np.float64).reshape(self.n_clusters, n_groups)
+    def totals(self, values: F64, group: I64, n_groups: int, rows: Mask) -> Totals:
+        """Sums of ``values`` per group over ``rows``, plus every replicate's sums."""
+        return self.total(self.cells(group, n_groups, rows).sums(values))
 
-    def clusters_with(self, group: I64, n_groups: int, rows: Mask) -> I64:
-        """Number of clusters with at least one row in each group."""
-        present = self._present(group, n_groups, rows)
-        return np.asarray(present.sum(axis=0), dtype=np.int64)
-
-    def _present(self, group: I64, n_groups: int, rows: Mask) -> npt.NDArray[np.bool_]:
-        """Whether cluster c has a row among ``rows`` in group g: shape (C, n_groups)."""
-        keep = rows & (group >= 0)
-        present = np.zeros(self.n_clusters * n_groups, dtype=bool)
-        present[self.cluster[keep] * n_groups + group[keep]] = True
-        return present.reshape(self.n_clusters, n_groups)
+    def counted(
+        self, values: F64, group: I64, n_groups: int, rows: Mask
+    ) -> tuple[Totals, Totals, Cells]:
+        """A rate's totals per group over ``rows``: the sums of ``values``, the rows, and
+        the cells they were counted in (for :meth:`Cells.clusters` and
+        :meth:`design_of`)."""
+        cells = self.cells(group, n_groups, rows)
+        return self.total(cells.sums(values)), self.total(cells.counts()), cells
 
     def design(self, rows: Mask) -> tuple[int, int]:
         """(G, H): clusters with a row among ``rows``, and the strata they fall in."""
@@ -203,10 +235,14 @@ class Resampler:
 
     def group_design(self, group: I64, n_groups: int, rows: Mask) -> tuple[I64, I64]:
         """(G, H) per group."""
-        present = self._present(group, n_groups, rows)
+        return self.design_of(self.cells(group, n_groups, rows))
+
+    def design_of(self, cells: Cells) -> tuple[I64, I64]:
+        """(G, H) per group of ``cells``: clusters with a row, and the strata among them."""
+        present = cells.present()
         g_out = present.sum(axis=0).astype(np.int64)
-        h_out = np.zeros(n_groups, dtype=np.int64)
-        for g in range(n_groups):
+        h_out = np.zeros(present.shape[1], dtype=np.int64)
+        for g in range(present.shape[1]):
             used = np.flatnonzero(present[:, g])
             h_out[g] = len(np.unique(self.stratum[used])) if len(used) else 0
         return g_out, h_out

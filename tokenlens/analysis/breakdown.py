@@ -122,19 +122,20 @@ def rate_table(
     combo = np.where((lcode >= 0) & (gcode >= 0), lcode * n_g + gcode, -1)
     size = len(langs) * n_g
     accepted = frame["accepted"].to_numpy(dtype=np.float64)
-    num = rs.totals(accepted, combo, size, rows)
     if denominator is None:
-        den = rs.totals(np.ones(len(frame)), combo, size, rows)
+        num, den, cells = rs.counted(accepted, combo, size, rows)
     else:
-        per_lang_den = rs.totals(np.ones(len(frame)), lcode, len(langs), denominator)
+        cells = rs.cells(combo, size, rows)
+        num = rs.total(cells.sums(accepted))
+        per_lang_den = rs.total(rs.cells(lcode, len(langs), denominator).counts())
         den = Totals(
             point=np.repeat(per_lang_den.point, n_g), boot=np.repeat(per_lang_den.boot, n_g, axis=1)
         )
     with np.errstate(divide="ignore", invalid="ignore"):
         point = num.point / den.point
         boot = num.boot / den.boot
-    requests = rs.clusters_with(combo, size, rows)
-    g, h = rs.group_design(combo, size, rows)
+    requests = cells.clusters()
+    g, h = rs.design_of(cells)
     lo, hi = rs.rate_interval(point, boot, den.point, g, h)
     out: RateTable = {}
     for li, lang in enumerate(langs):
@@ -223,17 +224,16 @@ def text_per_step(
     lcode, langs = lang_codes(frame)
     accepted = frame["accepted"].to_numpy(dtype=bool)
     all_rows = np.ones(len(frame), dtype=bool) if rows is None else rows
-    steps = rs.totals(
-        (frame["position"].to_numpy() == 0).astype(np.float64), lcode, len(langs), all_rows
-    )
-    g, h = rs.group_design(lcode, len(langs), all_rows)
+    cells = rs.cells(lcode, len(langs), all_rows)
+    steps = rs.total(cells.sums((frame["position"].to_numpy() == 0).astype(np.float64)))
+    g, h = rs.design_of(cells)
     out: dict[str, dict[str, dict[str, Any]]] = {lang: {} for lang in langs}
     for name, values in (
         ("accepted_tokens", accepted.astype(np.float64)),
         ("accepted_chars", _filled(frame, "n_chars") * accepted),
         ("accepted_bytes", _filled(frame, "n_bytes") * accepted),
     ):
-        num = rs.totals(values, lcode, len(langs), all_rows)
+        num = rs.total(cells.sums(values))
         with np.errstate(divide="ignore", invalid="ignore"):
             point, boot = num.point / steps.point, num.boot / steps.boot
         lo, hi = rs.interval(point, boot, g, h)

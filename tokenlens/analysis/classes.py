@@ -82,9 +82,8 @@ def differences(frame: pd.DataFrame, rs: Resampler, rows: Mask, column: str) -> 
     keep = rows & (code >= 0) & (gcode >= 0)
     cell = np.where(keep, code * k + gcode, -1)
     acc = frame["accepted"].to_numpy(dtype=np.float64)
-    num = rs.totals(acc, cell, 2 * k, keep)
-    den = rs.totals(np.ones(len(frame)), cell, 2 * k, keep)
-    prompts = rs.clusters_with(cell, 2 * k, keep)
+    num, den, cells = rs.counted(acc, cell, 2 * k, keep)
+    prompts = cells.clusters()
     with np.errstate(divide="ignore", invalid="ignore"):
         rate_ja, rate_en = num.point[:k] / den.point[:k], num.point[k:] / den.point[k:]
         point = rate_ja - rate_en

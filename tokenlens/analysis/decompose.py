@@ -111,10 +111,8 @@ def _totals(
     frame: pd.DataFrame, rs: Resampler, cell: I64, n_cells: int, rows: Mask
 ) -> tuple[Totals, Totals, I64]:
     acc = frame["accepted"].to_numpy(dtype=np.float64)
-    num = rs.totals(acc, cell, n_cells, rows)
-    den = rs.totals(np.ones(len(frame)), cell, n_cells, rows)
-    prompts = rs.clusters_with(cell, n_cells, rows)
-    return num, den, prompts
+    num, den, cells = rs.counted(acc, cell, n_cells, rows)
+    return num, den, cells.clusters()
 
 
 def _est(point: F64, boot: F64, rs: Resampler, g: int, h: int, n: int, i: int) -> dict[str, Any]:

@@ -104,13 +104,13 @@ def _family(
     keep = rows & (code >= 0) & (dcode >= 0)
     cell = np.where(keep, code * n_d + dcode, -1)
     acc = frame["accepted"].to_numpy(dtype=np.float64)
-    num = rs.totals(acc, cell, 2 * n_d, keep)
-    den = rs.totals(np.ones(len(frame)), cell, 2 * n_d, keep)
-    pairs = rs.clusters_with(np.where(keep, dcode, -1), n_d, keep)
+    num, den, _ = rs.counted(acc, cell, 2 * n_d, keep)
+    by_domain = rs.cells(np.where(keep, dcode, -1), n_d, keep)
+    pairs = by_domain.clusters()
     with np.errstate(divide="ignore", invalid="ignore"):
         point = num.point[:n_d] / den.point[:n_d] - num.point[n_d:] / den.point[n_d:]
         boot = num.boot[:, :n_d] / den.boot[:, :n_d] - num.boot[:, n_d:] / den.boot[:, n_d:]
-    g, h = rs.group_design(np.where(keep, dcode, -1), n_d, keep)
+    g, h = rs.design_of(by_domain)
     filled = [d for d in range(n_d) if den.point[d] > 0 and den.point[n_d + d] > 0]
     m = max(len(filled), 1)
     adjusted = 1.0 - 2.0 * rules.alpha / m
@@ -234,11 +234,10 @@ def heterogeneity(
     if len(np.unique(domain_of[used])) < 2:
         return dataclasses.replace(base, not_estimable="fewer than two domains")
     acc = frame["accepted"].to_numpy(dtype=np.float64)
-    per = [
-        rs.per_cluster(values, np.where(keep & (code == lang), 0, -1), 1, keep)[used, 0]
-        for lang in (0, 1)
-        for values in (acc, np.ones(len(frame)))
-    ]
+    per = []
+    for lang in (0, 1):
+        cells = rs.cells(np.where(keep & (code == lang), 0, -1), 1, keep)
+        per += [cells.sums(acc)[used, 0], cells.counts()[used, 0]]
     a_ja, n_ja, a_en, n_en = per
     labels = domain_of[used]
 

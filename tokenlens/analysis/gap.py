@@ -27,8 +27,7 @@ def gap(frame: pd.DataFrame, rs: Resampler, rows: Mask, relative: bool = False) 
     code = lang_code(frame)
     keep = rows & (code >= 0)
     acc = frame["accepted"].to_numpy(dtype=np.float64)
-    num = rs.totals(acc, code, 2, keep)
-    den = rs.totals(np.ones(len(frame)), code, 2, keep)
+    num, den, _ = rs.counted(acc, code, 2, keep)
     with np.errstate(divide="ignore", invalid="ignore"):
         r_point, r_boot = num.point / den.point, num.boot / den.boot
         if relative:

@@ -42,11 +42,10 @@ def _shares(
     """Per language: the share of ``rows`` where ``values`` is true, with its interval
     and ``count``."""
     lcode, langs = lang_codes(frame)
-    num = rs.totals(values.astype(np.float64), lcode, len(langs), rows)
-    den = rs.totals(np.ones(len(frame)), lcode, len(langs), rows)
+    num, den, cells = rs.counted(values.astype(np.float64), lcode, len(langs), rows)
     with np.errstate(divide="ignore", invalid="ignore"):
         point, boot = num.point / den.point, num.boot / den.boot
-    g, h = rs.group_design(np.where(rows, lcode, -1), len(langs), rows)
+    g, h = rs.design_of(cells)
     lo, hi = rs.rate_interval(point, boot, den.point, g, h)
     out = {}
     for li, lang in enumerate(langs):
@@ -63,8 +62,7 @@ def _difference(
     """JA − EN of the share of ``rows`` where ``values`` is true."""
     code = lang_code(frame)
     keep = rows & (code >= 0)
-    num = rs.totals(values.astype(np.float64), code, 2, keep)
-    den = rs.totals(np.ones(len(frame)), code, 2, keep)
+    num, den, _ = rs.counted(values.astype(np.float64), code, 2, keep)
     with np.errstate(divide="ignore", invalid="ignore"):
         r_point, r_boot = num.point / den.point, num.boot / den.boot
     g, h = rs.design(keep)

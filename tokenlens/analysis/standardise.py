@@ -111,8 +111,7 @@ def _standards(frame: pd.DataFrame, rs: Resampler, rows: Mask, shared: list[str]
     k = len(labels)
     cell = np.where(use, lang * k + codes, -1)
     acc = frame["accepted"].to_numpy(dtype=np.float64)
-    num = rs.totals(acc, cell, 2 * k, use)
-    den = rs.totals(np.ones(len(frame)), cell, 2 * k, use)
+    num, den, _ = rs.counted(acc, cell, 2 * k, use)
 
     def fn(a: F64, n: F64) -> F64:
         a2 = a.reshape(*a.shape[:-1], 2, k)
