@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ import pytest
 
 from tests.support import copy_run
 from tokenlens.analysis import AnalyzeConfig, run_analyze
+from tokenlens.analysis.damage import exclude_nonfinite
 from tokenlens.analysis.inputs import validate_inputs
-from tokenlens.analysis.reread import reread, without_tables
+from tokenlens.analysis.reread import reread
 from tokenlens.capture.reconcile import counters_from_events
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SilentProgress
+from tokenlens.rundir import Run, read_run
 from tokenlens.text import load_tokenizer
 from tokenlens.text.detokenize import decode_output
 
@@ -77,22 +80,88 @@ def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
     return a, b
 
 
+def _expected(path: Path, kept: set[str]) -> Run:
+    """What the checks decide for a run, computed here from its files alone: the
+    confidences of non-finite logprobs excluded, only the ``kept`` requests and their
+    events, counters from those events."""
+    run, _ = exclude_nonfinite(read_run(path))
+    requests = run.requests.filter(pc.is_in(run.requests["request_id"], pa.array(sorted(kept))))
+    assert run.events is not None
+    events = run.events.filter(pc.is_in(run.events["request_id"], pa.array(sorted(kept))))
+    return replace(run, requests=requests, events=events, metrics=counters_from_events(events))
+
+
 def test_a_run_read_again_is_the_checked_run(tmp_path: Path) -> None:
     a, b = _two_runs(tmp_path)
     config = AnalyzeConfig(runs=(a, b), out=tmp_path / "out", overlap="keep-longest")
     checked = validate_inputs(config)
     assert [run.path for run in checked.runs] == [a, b]
+    # the checks keep no table (one run's tables at a time: analysis/run_facts.py)
+    assert all(run.events is None and run.requests.num_rows == 0 for run in checked.runs)
     assert all(snap.kept is not None for snap in checked.snapshots)  # both lost requests
     assert checked.damage["nonfinite_confidence"] == [{"run": str(a), "requests": 1, "tokens": 1}]
+    # each shared request stays where its output is longest, the first run on a tie
+    expected = {
+        a: {"demo-01-en", "short-ja", "short-en"},  # b's demo-01-en was cut
+        b: {"demo-01-ja"},  # a's demo-01-ja was cut
+    }
     for run, snap in zip(checked.runs, checked.snapshots, strict=True):
-        again = reread(without_tables(run), snap)
-        assert again.requests.equals(run.requests)
-        assert again.events is not None and run.events is not None
-        assert again.events.equals(run.events)
-        assert again.metrics == run.metrics and again.manifest == run.manifest
-    kept = [set(run.requests.column("request_id").to_pylist()) for run in checked.runs]
-    assert kept[0] | kept[1] == {"demo-01-ja", "demo-01-en", "short-ja", "short-en"}
-    assert not kept[0] & kept[1]
+        again = reread(run, snap)
+        want = _expected(run.path, expected[run.path])
+        assert again.requests.equals(want.requests)
+        assert again.events is not None and want.events is not None
+        assert again.events.equals(want.events)
+        assert again.metrics == want.metrics == run.metrics
+        assert again.manifest == want.manifest == run.manifest
+
+
+def test_a_study_with_two_faults_is_refused_for_the_first_in_the_checks_order(
+    tmp_path: Path,
+) -> None:
+    """The first run's ids do not decode to its text; the second is a copy of the
+    first. Each run's own checks run as it is read, but a comparison of runs comes
+    before the tokens in the checks' order: the copy is what is refused."""
+    a = copy_run(tmp_path / "a")
+    requests = pq.read_table(a / "requests.parquet")
+    texts = requests.column("output_text").to_pylist()
+    texts[0] = texts[0] + " edited"
+    pq.write_table(_set(requests, "output_text", texts), a / "requests.parquet")
+    b = copy_run(tmp_path / "b")
+    pq.write_table(pq.read_table(a / "requests.parquet"), b / "requests.parquet")
+    config = AnalyzeConfig(runs=(a, b), out=tmp_path / "out")
+    with pytest.raises(TokenlensError, match="hold the same requests and events"):
+        validate_inputs(config)
+    # alone, the first run is refused for its text
+    with pytest.raises(TokenlensError, match="do not decode to output_text"):
+        validate_inputs(AnalyzeConfig(runs=(a,), out=tmp_path / "out2"))
+
+
+def test_the_checks_hold_one_run_s_tables_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every run is read once by the checks, and a run's tables are let go before the
+    next run is read (weak references to each run read: none alive when the next is)."""
+    import weakref
+
+    from tokenlens.analysis import run_facts
+
+    paths = tuple(copy_run(tmp_path / name) for name in ("a", "b", "c"))
+    alive: list[weakref.ref[pa.Table]] = []
+    held_at_read: list[int] = []
+    real = read_run
+
+    def counting(path: Path) -> Run:
+        held_at_read.append(sum(ref() is not None for ref in alive))
+        run = real(path)
+        alive.append(weakref.ref(run.requests))
+        return run
+
+    monkeypatch.setattr(run_facts, "read_run", counting)
+    # three copies of one run: refused once all three are read, by a comparison of runs
+    with pytest.raises(TokenlensError, match="hold the same requests and events"):
+        validate_inputs(AnalyzeConfig(runs=paths, out=tmp_path / "out"))
+    assert held_at_read == [0, 0, 0]
+    assert all(ref() is None for ref in alive)
 
 
 @pytest.mark.parametrize("name", ["events.parquet", "requests.parquet"])
@@ -102,7 +171,7 @@ def test_a_run_changed_after_its_checks_is_refused(tmp_path: Path, name: str) ->
     info = (run / name).stat()
     os.utime(run / name, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000))
     with pytest.raises(TokenlensError, match=re.escape(f"{name} changed while analyze read it")):
-        reread(without_tables(checked.runs[0]), checked.snapshots[0])
+        reread(checked.runs[0], checked.snapshots[0])
 
 
 def test_analyze_refuses_a_run_rewritten_between_its_checks_and_its_join(

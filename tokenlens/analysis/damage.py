@@ -16,6 +16,7 @@ script contradicts their language label.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -143,36 +144,32 @@ def label_contradictions(run: Run, vocab: Any) -> list[str]:
     )
 
 
-def check_damage(
-    runs: list[Run], tokenizers: list[str], strict: bool
-) -> tuple[list[Run], list[str], dict[str, Any]]:
-    """Every run's damage: (runs with non-finite confidences excluded, one warning line
-    per finding, ``summary.json`` → ``inputs`` fields). ``strict``: a prompt whose script
-    contradicts its label is refused (one line) instead of warned about."""
-    from tokenlens.text import load_tokenizer
-
-    out, warnings = [], []
+def damage_report(
+    found: list[tuple[Path, tuple[str, ...], dict[str, int] | None]], strict: bool
+) -> tuple[list[str], dict[str, Any]]:
+    """Every run's damage, from ``(path, contradicted prompt ids, non-finite counts)``
+    per run (:func:`label_contradictions`, :func:`exclude_nonfinite`): one warning line
+    per finding and ``summary.json`` → ``inputs`` fields. ``strict``: a prompt whose
+    script contradicts its label is refused (one line) instead of warned about."""
+    warnings = []
     excluded: list[dict[str, Any]] = []
     contradicted: list[dict[str, Any]] = []
-    for run, name in zip(runs, tokenizers, strict=True):
-        ids = label_contradictions(run, load_tokenizer(name))
+    for path, ids, counts in found:
         if ids:
             shown = ", ".join(repr(i) for i in ids[:5]) + (" ..." if len(ids) > 5 else "")
             line = (
-                f"{run.path}: {len(ids)} prompts are written in a script that contradicts "
+                f"{path}: {len(ids)} prompts are written in a script that contradicts "
                 f"their language label ({shown}): they would be counted under the wrong "
                 "language"
             )
             if strict:
                 raise TokenlensError(f"{line}; fix their lang, or leave out --strict")
             warnings.append(line)
-            contradicted.append({"run": str(run.path), "prompt_ids": ids})
-        run, counts = exclude_nonfinite(run)
+            contradicted.append({"run": str(path), "prompt_ids": list(ids)})
         if counts is not None:
             warnings.append(
-                f"{run.path}: {counts['tokens']} tokens of {counts['requests']} requests have "
+                f"{path}: {counts['tokens']} tokens of {counts['requests']} requests have "
                 "non-finite logprobs (NaN or inf): their confidence is excluded"
             )
-            excluded.append({"run": str(run.path), **counts})
-        out.append(run)
-    return out, warnings, {"nonfinite_confidence": excluded, "label_contradictions": contradicted}
+            excluded.append({"run": str(path), **counts})
+    return warnings, {"nonfinite_confidence": excluded, "label_contradictions": contradicted}

@@ -41,25 +41,18 @@ from typing import Any
 
 from tokenlens import __version__
 from tokenlens.analysis.config import AnalyzeConfig
-from tokenlens.analysis.content import content_key
-from tokenlens.analysis.damage import check_damage
+from tokenlens.analysis.damage import damage_report
+from tokenlens.analysis.memory import give_back_memory
 from tokenlens.analysis.overlap import resolve_overlap
-from tokenlens.analysis.reread import Snapshot, snapshot, stamp
-from tokenlens.analysis.run_checks import (
-    check_events,
-    check_manifest,
-    partial_warning,
-    unreconciled_warning,
-)
+from tokenlens.analysis.reread import Snapshot
+from tokenlens.analysis.run_facts import Options, RunFacts, read_facts
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import (
     Run,
     now_iso,
-    read_run,
     write_json_atomic,
 )
 from tokenlens.signature import parse_signature
-from tokenlens.text.detokenize import output_mismatch
 
 OUT_MARKER = ".tokenlens-analyze.json"
 """Written into every analyze output directory: analyze may write there again."""
@@ -159,25 +152,27 @@ def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> Che
     _no_same_directory(config.runs)
     if config.bench is not None and not config.bench.exists():
         raise TokenlensError(f"--bench {config.bench}: no such file or directory")
-    runs = [read_run(path) for path in config.runs]
-    # as read (files and rows), for the re-read at the join; no table is kept for it
-    first = {run.path: (stamp(run.path), run.requests.num_rows) for run in runs}
-    for run in runs:
-        check_manifest(run)
-        check_events(run)
-    _no_same_content(runs)
-    groups = pooling_groups(runs, compare)
+    # One run's tables at a time (run_facts.py): each run's own checks run as it is read,
+    # their refusals held until their turn below; the comparisons read small facts.
+    options = Options(config.tokenizer, config.allow_partial, config.allow_unreconciled)
+    facts = []
+    for path in config.runs:
+        facts.append(read_facts(path, options))
+        give_back_memory()  # the run's tables and the checks' transients, freed
+    for f in facts:
+        f.structure.get()  # its manifest and events
+    _no_same_content(facts)
+    groups = pooling_groups([f.run for f in facts], compare)
     for group in groups:
-        _same_prompts([run for run in runs if run.path in group.paths])
-    tokenizers = _check_tokens(runs, config.tokenizer)
+        _same_prompts([f for f in facts if f.path in group.paths])
+    _check_tokens(facts, config.tokenizer)
     warnings, notes = [], []
-    for run in runs:
-        line = partial_warning(run, config.allow_partial)
-        if line:
-            warnings.append(line)
-        line = unreconciled_warning(run, config.allow_unreconciled)
-        if line:
-            warnings.append(line)
+    for f in facts:
+        for held in (f.partial, f.unreconciled):
+            line = held.get()
+            if line:
+                warnings.append(line)
+        run = f.run
         resumed = run.manifest.get("resumed")
         if isinstance(resumed, list) and resumed and run.complete:
             salvaged = sum(
@@ -191,27 +186,27 @@ def validate_inputs(config: AnalyzeConfig, compare: tuple[str, ...] = ()) -> Che
             )
     # Damage (non-finite confidences, contradicted language labels), then requests that
     # two runs share: each output token counts once (docs/errors.md).
-    runs, damaged, damage = check_damage(runs, tokenizers, config.strict)
+    damaged, damage = damage_report(
+        [(f.path, f.contradicted, f.nonfinite) for f in facts], config.strict
+    )
     warnings += damaged
-    kept: dict[Path, Run] = {}
+    kept: dict[Path, RunFacts] = {}
     for group in groups:
         members, dropped = resolve_overlap(
-            [r for r in runs if r.path in group.paths], config.overlap
+            [f for f in facts if f.path in group.paths], config.overlap
         )
-        kept.update((run.path, run) for run in members)
+        kept.update((f.path, f) for f in members)
         warnings += dropped
-    tokenizers = [t for run, t in zip(runs, tokenizers, strict=True) if run.path in kept]
-    runs = [kept[run.path] for run in runs if run.path in kept]
+    facts = [kept[f.path] for f in facts if f.path in kept]
     claim_out(config.out)
-    snapshots = tuple(snapshot(run, *first[run.path]) for run in runs)
     return CheckedInputs(
-        tuple(runs),
-        tuple(tokenizers),
+        tuple(f.run for f in facts),
+        tuple(f.tokenizer for f in facts),
         tuple(warnings),
         tuple(notes),
         tuple(groups),
         damage,
-        snapshots,
+        tuple(f.snapshot for f in facts),
     )
 
 
@@ -278,11 +273,11 @@ def _no_same_directory(paths: tuple[Path, ...]) -> None:
         seen[key] = path
 
 
-def _no_same_content(runs: list[Run]) -> None:
+def _no_same_content(facts: list[RunFacts]) -> None:
     """Two directories with the same requests and events are one run counted twice."""
     seen: dict[bytes, Run] = {}
-    for run in runs:
-        key = content_key(run)
+    for f in facts:
+        run, key = f.run, f.content
         if key in seen:
             other = seen[key]
             same = run.manifest["signature"] == other.manifest["signature"]
@@ -345,61 +340,36 @@ def pooling_groups(runs: list[Run], compare: tuple[str, ...] = ()) -> list[PoolG
     return out
 
 
-def _same_prompts(runs: list[Run]) -> None:
+def _same_prompts(facts: list[RunFacts]) -> None:
     """One prompt id, one prompt: the analysis clusters on prompt ids across runs."""
-    seen: dict[str, tuple[tuple[int, ...], Path]] = {}
-    for run in runs:
-        ids = run.requests.column("prompt_id").to_pylist()
-        prompts = run.requests.column("prompt_token_ids").to_pylist()
-        for pid, tokens in zip(ids, prompts, strict=True):
+    seen: dict[str, tuple[bytes, Path]] = {}
+    for f in facts:
+        for pid, tokens in zip(f.prompt_ids, f.prompts, strict=True):
             if tokens is None:
                 continue  # not recorded (older runs): nothing to compare
-            tokens = tuple(tokens)
             if pid in seen and seen[pid][0] != tokens:
                 raise TokenlensError(
-                    f"prompt {pid!r} is a different prompt in {seen[pid][1]} and {run.path} "
+                    f"prompt {pid!r} is a different prompt in {seen[pid][1]} and {f.path} "
                     "(its prompt token ids differ): the analysis treats one prompt id as one "
                     "prompt; give the prompts distinct ids, or analyse the runs apart"
                 )
-            seen.setdefault(pid, (tokens, run.path))
+            seen.setdefault(pid, (tokens, f.path))
 
 
 # -- tokens ------------------------------------------------------------------------------
 
 
-def _check_tokens(runs: list[Run], override: str | None) -> list[str]:
-    """Every request's ids decode to its text with the tokenizer it will be analysed with."""
-    from tokenlens.text import load_tokenizer
-
-    names = [override or str(run.manifest["tokenizer"]) for run in runs]
-    vocabs = []
-    for run, name in zip(runs, names, strict=True):
-        try:
-            vocabs.append(load_tokenizer(name))
-        except TokenlensError as exc:
-            raise TokenlensError(f"{run.path}: {exc}") from None
-    identities = {v.identity for v in vocabs}
+def _check_tokens(facts: list[RunFacts], override: str | None) -> None:
+    """Every run's tokenizer loads, the runs share one (or ``--tokenizer`` names it), and
+    every request's ids decode to its text with it (checked as each run was read)."""
+    for f in facts:
+        f.vocabulary.get()
+    identities = {f.vocabulary.value for f in facts}
     if override is None and len(identities) > 1:
-        listed = ", ".join(
-            f"{run.path.name}: {name}" for run, name in zip(runs, names, strict=True)
-        )
+        listed = ", ".join(f"{f.path.name}: {f.tokenizer}" for f in facts)
         raise TokenlensError(
             f"the runs use different tokenizers ({listed}); give --tokenizer T if one "
             "tokenizer fits them all (every run's ids must decode under it)"
         )
-    for run, name, vocab in zip(runs, names, vocabs, strict=True):
-        rows = zip(
-            run.requests.column("request_id").to_pylist(),
-            run.requests.column("output_token_ids").to_pylist(),
-            run.requests.column("output_text").to_pylist(),
-            strict=True,
-        )
-        for rid, ids, text in rows:
-            why = output_mismatch(vocab, ids or [], text or "")
-            if why is not None:
-                source = "--tokenizer" if override else "the manifest's tokenizer"
-                raise TokenlensError(
-                    f"{run.path}: request {rid!r}: output_token_ids do not decode to "
-                    f"output_text with {name} ({source}): {why}"
-                )
-    return names
+    for f in facts:
+        f.decodes.get()

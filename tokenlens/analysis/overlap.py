@@ -14,14 +14,14 @@ run where its output is longest).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from tokenlens.analysis.reread import only_requests
+from tokenlens.analysis.run_facts import RunFacts
 from tokenlens.capture.reconcile import counters_from_events
 from tokenlens.errors import TokenlensError
-from tokenlens.rundir import Run
+from tokenlens.rundir import Run, read_run
 
 OVERLAP_CHOICES = ("refuse", "keep-longest")
 """``--overlap``: refuse runs that share requests (default), or keep each shared request
@@ -35,25 +35,20 @@ def drafter(run: Run) -> tuple[str, str, int]:
     return run.method, str(model), run.k
 
 
-def _prompt_keys(run: Run) -> list[tuple[str, Any]]:
-    """Per request: its prompt id, and its prompt token ids where recorded."""
-    ids = run.requests.column("prompt_id").to_pylist()
-    tokens = run.requests.column("prompt_token_ids").to_pylist()
-    return [(str(p), tuple(t) if t is not None else None) for p, t in zip(ids, tokens, strict=True)]
-
-
-def shared_requests(runs: list[Run]) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """(run a, run b) -> [(row in a, row in b), ...] for runs of one drafter sharing prompts."""
+def shared_requests(runs: list[RunFacts]) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """(run a, run b) -> [(row in a, row in b), ...] for runs of one drafter sharing
+    prompts: the same prompt id, or the same prompt token ids where recorded."""
     out: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    keys = [_prompt_keys(run) for run in runs]
     for b in range(len(runs)):
         for a in range(b):
-            if drafter(runs[a]) != drafter(runs[b]):
+            if drafter(runs[a].run) != drafter(runs[b].run):
                 continue
-            by_id = {pid: i for i, (pid, _) in enumerate(keys[a])}
-            by_tokens = {t: i for i, (_, t) in enumerate(keys[a]) if t is not None}
+            by_id = {pid: i for i, pid in enumerate(runs[a].prompt_ids)}
+            by_tokens = {t: i for i, t in enumerate(runs[a].prompts) if t is not None}
             pairs = []
-            for j, (pid, tokens) in enumerate(keys[b]):
+            for j, (pid, tokens) in enumerate(
+                zip(runs[b].prompt_ids, runs[b].prompts, strict=True)
+            ):
                 i = by_id.get(pid)
                 if i is None and tokens is not None:
                     i = by_tokens.get(tokens)
@@ -69,14 +64,15 @@ def _listed(ids: list[str], most: int = 3) -> str:
     return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
-def resolve_overlap(runs: list[Run], policy: str) -> tuple[list[Run], list[str]]:
+def resolve_overlap(runs: list[RunFacts], policy: str) -> tuple[list[RunFacts], list[str]]:
     """The runs with no request counted twice, and a warning per run that lost some.
 
     ``policy`` ``refuse``: the first pair of runs that share requests is one line naming
     both, how many they share and which. ``keep-longest``: a shared request stays in
     the run where its output is longest (the earlier run on a tie) and leaves the
     others, with its events; such a run's counters are then those of its remaining
-    events (said in its warning), and a run left with nothing is dropped.
+    events (said in its warning; the run is read again to count them), and a run left
+    with nothing is dropped.
     """
     if policy not in OVERLAP_CHOICES:
         raise TokenlensError(f"--overlap {policy}: choose from {', '.join(OVERLAP_CHOICES)}")
@@ -85,8 +81,8 @@ def resolve_overlap(runs: list[Run], policy: str) -> tuple[list[Run], list[str]]
         return runs, []
     if policy == "refuse":
         (a, b), pairs = next(iter(shared.items()))
-        ids = runs[b].requests.column("prompt_id").to_pylist()
-        method, model, k = drafter(runs[b])
+        ids = runs[b].prompt_ids
+        method, model, k = drafter(runs[b].run)
         who = f"{method}{'' if model == 'None' else ' ' + model} k={k}"
         raise TokenlensError(
             f"runs {runs[a].path} and {runs[b].path} share {len(pairs)} requests (the same "
@@ -94,10 +90,7 @@ def resolve_overlap(runs: list[Run], policy: str) -> tuple[list[Run], list[str]]
             "would count twice; analyse them apart, or give --overlap keep-longest to keep "
             "each shared request once"
         )
-    lengths = [
-        pc.list_value_length(r.requests.column("output_token_ids")).fill_null(0).to_pylist()
-        for r in runs
-    ]
+    lengths = [r.output_lengths for r in runs]
     drop: list[set[int]] = [set() for _ in runs]
     for (a, b), pairs in shared.items():
         for i, j in pairs:
@@ -110,31 +103,38 @@ def resolve_overlap(runs: list[Run], policy: str) -> tuple[list[Run], list[str]]
         if not rows:
             out.append(run)
             continue
+        total = len(run.request_ids)
         warnings.append(
-            f"{run.path}: {len(rows)} of {run.requests.num_rows} requests left out, kept "
+            f"{run.path}: {len(rows)} of {total} requests left out, kept "
             "from another run with a longer output (--overlap keep-longest); its counters "
             "are those of its remaining events"
         )
-        if len(rows) < run.requests.num_rows:
+        if len(rows) < total:
             out.append(_without(run, rows))
     return out, warnings
 
 
-def _without(run: Run, rows: set[int]) -> Run:
-    """``run`` without the requests at ``rows`` and their events; counters from the rest."""
-    ids = run.requests.column("request_id").combine_chunks()
-    run = only_requests(run, ids.filter(pa.array([i not in rows for i in range(len(ids))])))
+def _without(facts: RunFacts, rows: set[int]) -> RunFacts:
+    """``facts`` without the requests at ``rows`` and their events; counters from the
+    rest (the run read again to count them)."""
+    kept = [rid for i, rid in enumerate(facts.request_ids) if i not in rows]
+    run = only_requests(read_run(facts.path), pa.array(kept, pa.string()))
     assert run.events is not None
     # Counted steps without rows stay with the run (grammar only; which request had them
     # is not recorded), so that its counters and events still agree.
-    return replace(run, metrics=counters_from_events(run.events, run.empty_steps))
-
-
-def only_requests(run: Run, ids: pa.Array) -> Run:
-    """``run`` with only the requests whose id is in ``ids`` and their events, in their
-    order (request ids are unique: the input checks); its counters as they were."""
-    requests = run.requests.filter(pc.is_in(run.requests.column("request_id"), value_set=ids))
-    events = run.events
-    if events is not None:
-        events = events.filter(pc.is_in(events.column("request_id"), value_set=ids))
-    return replace(run, requests=requests, events=events)
+    metrics = counters_from_events(run.events, run.empty_steps)
+    snap = replace(
+        facts.snapshot,
+        requests=run.requests.num_rows,
+        events=run.events.num_rows,
+        kept=frozenset(kept),
+    )
+    return replace(
+        facts,
+        run=replace(facts.run, metrics=metrics),
+        snapshot=snap,
+        request_ids=tuple(kept),
+        prompt_ids=tuple(p for i, p in enumerate(facts.prompt_ids) if i not in rows),
+        prompts=tuple(p for i, p in enumerate(facts.prompts) if i not in rows),
+        output_lengths=tuple(n for i, n in enumerate(facts.output_lengths) if i not in rows),
+    )

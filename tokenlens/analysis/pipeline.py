@@ -31,7 +31,7 @@ from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.inputs import CheckedInputs, validate_inputs
 from tokenlens.analysis.join import OUTPUTS_SCHEMA, output_texts, run_vocabulary
 from tokenlens.analysis.memory import bound_heap, give_back_memory
-from tokenlens.analysis.reread import Snapshot, reread, without_tables
+from tokenlens.analysis.reread import Snapshot, reread
 from tokenlens.analysis.rules import Rules
 from tokenlens.analysis.speed import fit_draft_cost, read_bench_points
 from tokenlens.analysis.stream import (
@@ -86,10 +86,9 @@ def run_analyze(config: AnalyzeConfig, progress: Progress = SILENT) -> AnalyzeRe
     checked = validate_inputs(config)  # every input check, before any work
     if not config.runs:
         raise TokenlensError("analyze needs at least one run directory")
-    # The checked runs' tables leave memory now: each run is read again just before its
-    # join, with the checks' decisions (analysis/reread.py), so one run's tables are held
-    # at a time; the inputs section of summary.json reads only paths and manifests.
-    checked = replace(checked, runs=tuple(without_tables(run) for run in checked.runs))
+    # The checked runs hold no tables (analysis/run_facts.py): each run is read again
+    # just before its join, with the checks' decisions (analysis/reread.py), so one run's
+    # tables are held at a time; summary.json's inputs section reads paths and manifests.
     runs = list(zip(checked.runs, checked.snapshots, strict=True))
     give_back_memory()
     progress.stage("read and classify runs", total=len(runs), unit="run")

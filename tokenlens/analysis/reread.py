@@ -1,12 +1,13 @@
 """A checked run read again at its join, so that ``analyze`` holds one run's tables at a time.
 
-The input checks (:func:`tokenlens.analysis.inputs.validate_inputs`) read every run
-whole: some checks compare runs. What they decide about a run's rows is small: the
-confidences of non-finite logprobs are excluded (:func:`~tokenlens.analysis.damage.
-exclude_nonfinite`, a pure function of the run) and requests another run keeps are
-left out (``--overlap keep-longest``). :class:`Snapshot` records that, with the size and
-modification time of the run's tables as they were read; :func:`reread` reads the run
-again just before its join and applies the same decisions. A run whose files changed
+The input checks (:func:`tokenlens.analysis.inputs.validate_inputs`) read each run
+once and keep none of its tables (:mod:`tokenlens.analysis.run_facts`). What they
+decide about a run's rows is small: the confidences of non-finite logprobs are
+excluded (:func:`~tokenlens.analysis.damage.exclude_nonfinite`, a pure function of the
+run) and requests another run keeps are left out (``--overlap keep-longest``).
+:class:`Snapshot` records that, with the size and modification time of the run's
+tables as they were before it was read; :func:`reread` reads the run again just before
+its join and applies the same decisions. A run whose files changed
 in between (a trace still writing, a copy over it) is refused in one line, never joined
 as something other than what was checked.
 """
@@ -17,9 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tokenlens.analysis.damage import exclude_nonfinite
-from tokenlens.analysis.overlap import only_requests
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import EVENTS, REQUESTS, Run, read_run
 
@@ -48,16 +49,6 @@ class Snapshot:
     requests: int  # rows of the checked run
     events: int
     kept: frozenset[str] | None  # request ids left by the overlap rule; None: all
-
-
-def snapshot(checked: Run, files: Stamp, read_requests: int) -> Snapshot:
-    """``checked`` (the run after every check) as a re-readable record: its files were
-    stamped ``files`` when read, and then held ``read_requests`` requests."""
-    events = checked.events.num_rows if checked.events is not None else 0
-    kept = None
-    if checked.requests.num_rows != read_requests:
-        kept = frozenset(str(x) for x in checked.requests.column("request_id").to_pylist())
-    return Snapshot(checked.path, files, checked.requests.num_rows, events, kept)
 
 
 def without_tables(run: Run) -> Run:
@@ -107,3 +98,13 @@ def _changed(snap: Snapshot) -> str | None:
             return name
     extra = set(now) - {name for name, _, _ in snap.files}
     return sorted(extra)[0] if extra else None
+
+
+def only_requests(run: Run, ids: pa.Array) -> Run:
+    """``run`` with only the requests whose id is in ``ids`` and their events, in their
+    order (request ids are unique: the input checks); its counters as they were."""
+    requests = run.requests.filter(pc.is_in(run.requests.column("request_id"), value_set=ids))
+    events = run.events
+    if events is not None:
+        events = events.filter(pc.is_in(events.column("request_id"), value_set=ids))
+    return replace(run, requests=requests, events=events)
