@@ -85,6 +85,60 @@ def copy_run(dest: Path, source: Path = REAL_RUN) -> Path:
     return dest
 
 
+PER_TOKEN = ("token_logprob", "token_rank", "top_ids", "top_logprobs")
+"""requests.parquet's columns with one value per output token (besides the ids)."""
+
+
+def cut_after_first_step(run: Path, only: str | None = None) -> Path:
+    """The run directory ``run`` (qwen2.5 ids) with its requests (``only`` that one)
+    cut after their first verification step: their later events gone, their output
+    ids, text and per-token columns cut to what those events cover, the counters
+    recomputed from the events (a consistent, shorter run)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from tokenlens.capture.reconcile import counters_from_events
+    from tokenlens.text import load_tokenizer
+    from tokenlens.text.detokenize import decode_output
+
+    events = pq.read_table(run / "events.parquet")
+    first = pc.equal(events["step"], 0)
+    if only is not None:
+        first = pc.or_(pc.not_equal(events["request_id"], only), first)
+    events = events.filter(first)
+    pq.write_table(events, run / "events.parquet")
+    (run / "metrics.json").write_text(json.dumps(counters_from_events(events).to_json()))
+    ends: dict[str, int] = {}
+    for rid, index in zip(
+        events["request_id"].to_pylist(), events["output_index"].to_pylist(), strict=True
+    ):
+        if index is not None:
+            ends[rid] = max(ends.get(rid, 0), index + 1)
+    requests = pq.read_table(run / "requests.parquet")
+    vocab = load_tokenizer("qwen2.5")
+    cut = [only is None or rid == only for rid in requests["request_id"].to_pylist()]
+    end = [ends.get(rid, 1) for rid in requests["request_id"].to_pylist()]
+
+    def shorten(values: list[Any]) -> list[Any]:
+        return [
+            v[:e] if c and v is not None else v for v, c, e in zip(values, cut, end, strict=True)
+        ]
+
+    ids = shorten(requests["output_token_ids"].to_pylist())
+    texts = [
+        decode_output(vocab, row) if c else text
+        for row, c, text in zip(ids, cut, requests["output_text"].to_pylist(), strict=True)
+    ]
+    columns = {name: shorten(requests[name].to_pylist()) for name in PER_TOKEN}
+    for name, values in (("output_token_ids", ids), ("output_text", texts), *columns.items()):
+        index = requests.schema.get_field_index(name)
+        field = requests.schema.field(index)
+        requests = requests.set_column(index, field, pa.array(values, field.type))
+    pq.write_table(requests, run / "requests.parquet")
+    return run
+
+
 def cli(argv: list[str], start: Any = None) -> tuple[int, str, str]:
     """The real ``tokenlens.cli.main`` in-process: (exit status, stdout, stderr); ``start``
     makes trace's engines (a :class:`FakeVllm`; default: vLLM's)."""

@@ -17,10 +17,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tests.support import REAL_RUN, REPO, assert_one_line_error, cli, copy_run
+from tests.support import (
+    REAL_RUN,
+    REPO,
+    assert_one_line_error,
+    cli,
+    copy_run,
+    cut_after_first_step,
+)
 from tokenlens.capture.reconcile import counters_from_events
-from tokenlens.text import load_tokenizer
-from tokenlens.text.detokenize import decode_output
 
 FAST = ["--quiet", "--bootstrap", "10", "--no-regression"]
 DEMO_DM3 = REPO / "reports" / "demo" / "runs" / "draft_model-k3"
@@ -61,32 +66,7 @@ def test_the_demo_and_the_full_study_share_requests(tmp_path: Path) -> None:
 def test_keep_longest_keeps_each_shared_request_once(tmp_path: Path) -> None:
     """--overlap keep-longest: a shared request stays where its output is longest; the
     run that lost requests is named in summary.json (here it lost them all)."""
-    short = copy_run(tmp_path / "short")  # each request cut after its first verification step
-    events = pq.read_table(short / "events.parquet")
-    events = events.filter(pc.equal(events.column("step"), 0))
-    write_events(short, events)
-    ends: dict[str, int] = {}
-    for row in events.to_pylist():
-        if row["output_index"] is not None:
-            ends[row["request_id"]] = max(ends.get(row["request_id"], 0), row["output_index"] + 1)
-    requests = pq.read_table(short / "requests.parquet")
-    vocab = load_tokenizer("qwen2.5")
-    ids = [
-        row[: ends.get(rid, 1)]
-        for rid, row in zip(
-            requests.column("request_id").to_pylist(),
-            requests.column("output_token_ids").to_pylist(),
-            strict=True,
-        )
-    ]
-    for name, values in (
-        ("output_token_ids", ids),
-        ("output_text", [decode_output(vocab, row) for row in ids]),
-    ):
-        index = requests.schema.get_field_index(name)
-        field = requests.schema.field(index)
-        requests = requests.set_column(index, field, pa.array(values, field.type))
-    pq.write_table(requests, short / "requests.parquet")
+    short = cut_after_first_step(copy_run(tmp_path / "short"))  # every request
     out = tmp_path / "out"
     status, _, err = analyze(REAL_RUN, short, "--out", out, "--overlap", "keep-longest")
     assert status == 0, err

@@ -9,7 +9,6 @@ refused in one line and nothing is left half-written.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support import copy_run
+from tests.support import copy_run, cut_after_first_step
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis.damage import exclude_nonfinite
 from tokenlens.analysis.inputs import validate_inputs
@@ -31,8 +30,6 @@ from tokenlens.capture.reconcile import counters_from_events
 from tokenlens.errors import TokenlensError
 from tokenlens.progress import SilentProgress
 from tokenlens.rundir import Run, read_run
-from tokenlens.text import load_tokenizer
-from tokenlens.text.detokenize import decode_output
 
 
 def _set(table: pa.Table, name: str, values: list[Any]) -> pa.Table:
@@ -41,38 +38,12 @@ def _set(table: pa.Table, name: str, values: list[Any]) -> pa.Table:
     return table.set_column(index, field, pa.array(values, field.type))
 
 
-def _shortened(dest: Path, request: str) -> Path:
-    """A copy of the real run with ``request`` cut after its first verification step
-    (its output and counters made to match)."""
-    run = copy_run(dest)
-    events = pq.read_table(run / "events.parquet")
-    keep = pc.or_(pc.not_equal(events.column("request_id"), request), pc.equal(events["step"], 0))
-    events = events.filter(keep)
-    pq.write_table(events, run / "events.parquet")
-    (run / "metrics.json").write_text(json.dumps(counters_from_events(events).to_json()))
-    mine = events.filter(pc.equal(events.column("request_id"), request))
-    end = max(i for i in mine.column("output_index").to_pylist() if i is not None) + 1
-    requests = pq.read_table(run / "requests.parquet")
-    ids = requests.column("output_token_ids").to_pylist()
-    row = requests.column("request_id").to_pylist().index(request)
-    ids[row] = ids[row][:end]
-    texts = requests.column("output_text").to_pylist()
-    texts[row] = decode_output(load_tokenizer("qwen2.5"), ids[row])
-    for name in ("token_logprob", "token_rank", "top_ids", "top_logprobs"):
-        values = requests.column(name).to_pylist()
-        values[row] = values[row][:end] if values[row] is not None else None
-        requests = _set(requests, name, values)
-    requests = _set(_set(requests, "output_token_ids", ids), "output_text", texts)
-    pq.write_table(requests, run / "requests.parquet")
-    return run
-
-
 def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
     """Two copies of one run that share all four requests, each longer where the other
     was cut, and the first with non-finite logprobs: under ``--overlap keep-longest``
     each keeps some of the requests, and the first loses some confidences."""
-    a = _shortened(tmp_path / "a", "demo-01-ja")
-    b = _shortened(tmp_path / "b", "demo-01-en")
+    a = cut_after_first_step(copy_run(tmp_path / "a"), "demo-01-ja")
+    b = cut_after_first_step(copy_run(tmp_path / "b"), "demo-01-en")
     requests = pq.read_table(a / "requests.parquet")
     own = requests.column("token_logprob").to_pylist()
     own[1][0] = math.nan  # demo-01-en, kept in a
