@@ -58,11 +58,13 @@ class Held(Generic[T]):
 
 
 def hold(check: Callable[[], T]) -> Held[T]:
-    """``check()``'s result, or the one-line refusal it raised."""
+    """``check()``'s result, or the one-line refusal it raised (without its traceback,
+    whose frames would hold the run's tables until the refusal is raised)."""
     try:
         return Held(check())
     except TokenlensError as exc:
-        return Held(error=exc)
+        exc.__context__ = exc.__cause__ = None  # nor the exceptions it replaced
+        return Held(error=exc.with_traceback(None))
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def read_facts(path: Path, options: Options) -> RunFacts:
         vocab = _load(name)
         vocabulary: Held[str] = Held(str(vocab.identity))
     except TokenlensError as exc:
-        vocabulary = Held(error=TokenlensError(f"{path}: {exc}"))
+        vocabulary = Held(error=TokenlensError(f"{path}: {exc}"))  # a new one: no frames
     return RunFacts(
         run=bare,
         snapshot=snap,
