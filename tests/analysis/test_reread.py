@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support import copy_run, cut_after_first_step
-from tokenlens.analysis import AnalyzeConfig, run_analyze
+from tokenlens.analysis import AnalyzeConfig, run_analyze, run_facts
 from tokenlens.analysis.damage import exclude_nonfinite
 from tokenlens.analysis.inputs import validate_inputs
 from tokenlens.analysis.reread import reread
@@ -86,6 +87,15 @@ def test_a_run_read_again_is_the_checked_run(tmp_path: Path) -> None:
         assert again.manifest == want.manifest == run.manifest
 
 
+def _edit_text(run: Path) -> Path:
+    """``run`` with its first request's text edited (its ids no longer decode to it)."""
+    requests = pq.read_table(run / "requests.parquet")
+    texts = requests.column("output_text").to_pylist()
+    texts[0] = texts[0] + " edited"
+    pq.write_table(_set(requests, "output_text", texts), run / "requests.parquet")
+    return run
+
+
 def test_a_study_with_two_faults_is_refused_for_the_first_in_the_checks_order(
     tmp_path: Path,
 ) -> None:
@@ -103,15 +113,6 @@ def test_a_study_with_two_faults_is_refused_for_the_first_in_the_checks_order(
         validate_inputs(AnalyzeConfig(runs=(a,), out=tmp_path / "out2"))
 
 
-def _edit_text(run: Path) -> Path:
-    """``run`` with its first request's text edited (its ids no longer decode to it)."""
-    requests = pq.read_table(run / "requests.parquet")
-    texts = requests.column("output_text").to_pylist()
-    texts[0] = texts[0] + " edited"
-    pq.write_table(_set(requests, "output_text", texts), run / "requests.parquet")
-    return run
-
-
 @pytest.mark.parametrize(
     ("edited", "refusal"),
     [(False, "hold the same requests and events"), (True, "do not decode to output_text")],
@@ -123,10 +124,6 @@ def test_the_checks_hold_one_run_s_tables_at_a_time(
     """Every run is read once by the checks, and a run's tables are let go before the
     next run is read (weak references to each run read: none alive when the next is),
     also when a refusal of the first run is held until its turn."""
-    import weakref
-
-    from tokenlens.analysis import run_facts
-
     names = ("a", "b") if edited else ("a", "b", "c")  # b and c: copies of one run
     paths = tuple(copy_run(tmp_path / name) for name in names)
     if edited:

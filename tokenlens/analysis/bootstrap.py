@@ -213,10 +213,6 @@ class Resampler:
         """The point sums and every replicate's sums of a (C, n_groups) table."""
         return Totals(point=per_cluster.sum(axis=0), boot=self.weights @ per_cluster)
 
-    def totals(self, values: F64, group: I64, n_groups: int, rows: Mask) -> Totals:
-        """Sums of ``values`` per group over ``rows``, plus every replicate's sums."""
-        return self.total(self.cells(group, n_groups, rows).sums(values))
-
     def counted(
         self, values: F64, group: I64, n_groups: int, rows: Mask
     ) -> tuple[Totals, Totals, Cells]:

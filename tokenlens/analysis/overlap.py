@@ -14,6 +14,7 @@ run where its output is longest).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -22,6 +23,8 @@ from tokenlens.analysis.run_facts import RunFacts
 from tokenlens.capture.reconcile import counters_from_events
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run, read_run
+
+T = TypeVar("T")
 
 OVERLAP_CHOICES = ("refuse", "keep-longest")
 """``--overlap``: refuse runs that share requests (default), or keep each shared request
@@ -117,7 +120,11 @@ def resolve_overlap(runs: list[RunFacts], policy: str) -> tuple[list[RunFacts], 
 def _without(facts: RunFacts, rows: set[int]) -> RunFacts:
     """``facts`` without the requests at ``rows`` and their events; counters from the
     rest (the run read again to count them)."""
-    kept = [rid for i, rid in enumerate(facts.request_ids) if i not in rows]
+
+    def keep(values: tuple[T, ...]) -> tuple[T, ...]:
+        return tuple(v for i, v in enumerate(values) if i not in rows)
+
+    kept = keep(facts.request_ids)
     run = only_requests(read_run(facts.path), pa.array(kept, pa.string()))
     assert run.events is not None
     # Counted steps without rows stay with the run (grammar only; which request had them
@@ -133,8 +140,8 @@ def _without(facts: RunFacts, rows: set[int]) -> RunFacts:
         facts,
         run=replace(facts.run, metrics=metrics),
         snapshot=snap,
-        request_ids=tuple(kept),
-        prompt_ids=tuple(p for i, p in enumerate(facts.prompt_ids) if i not in rows),
-        prompts=tuple(p for i, p in enumerate(facts.prompts) if i not in rows),
-        output_lengths=tuple(n for i, n in enumerate(facts.output_lengths) if i not in rows),
+        request_ids=kept,
+        prompt_ids=keep(facts.prompt_ids),
+        prompts=keep(facts.prompts),
+        output_lengths=keep(facts.output_lengths),
     )
