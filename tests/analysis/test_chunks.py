@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import REPO
 from tokenlens.analysis import chunks as chunks_module
-from tokenlens.analysis.chunks import chunk_bounds, default_jobs, joined_chunks
+from tokenlens.analysis.chunks import chunk_bounds, joined_chunks
 from tokenlens.analysis.join import join_run, run_vocabulary
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run, read_run
@@ -85,7 +85,6 @@ def test_one_chunk_or_one_job_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> 
     for events, jobs in ((10**9, 4), (40, 1)):
         parts = [p for _, p in joined_chunks(run, "r", vocab, events, jobs=jobs)]
         assert set(pd.concat(parts)["joined_by"]) == {os.getpid()}
-    assert 1 <= default_jobs() <= chunks_module.MAX_JOBS
 
 
 def test_runs_the_chunks_cannot_cut_are_one_chunk() -> None:
@@ -119,15 +118,27 @@ def test_runs_the_chunks_cannot_cut_are_one_chunk() -> None:
 def test_analyze_jobs_option_changes_no_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``tokenlens analyze --jobs 2`` (two forked workers over 40-event chunks) writes
-    the summary ``--jobs 1`` writes, digit for digit."""
+    """``tokenlens analyze --jobs 2`` (two forked workers over 40-event chunks, the
+    gap and rejection sections in a forked process of their own) writes the summary
+    ``--jobs 1`` writes, digit for digit."""
+    import importlib
     import json
 
     from tests.support import cli
     from tokenlens.analysis import stream
 
+    summarize_module = importlib.import_module("tokenlens.analysis.summarize")
     monkeypatch.setattr(stream, "CHUNK_EVENTS", 40)
-    written = []
+    monkeypatch.setattr(summarize_module, "ASIDE_MIN_ROWS", 0)  # the demo is small
+    aside = summarize_module._aside
+    where = tmp_path / "aside.pid"
+
+    def noted(*args: object) -> object:
+        where.write_text(str(os.getpid()))
+        return aside(*args)
+
+    monkeypatch.setattr(summarize_module, "_aside", noted)
+    written, ran_in = [], []
     for jobs in ("1", "2"):
         out = tmp_path / f"jobs{jobs}"
         args = [str(RUNS[0]), str(RUNS[1]), "--out", str(out), "--jobs", jobs]
@@ -136,4 +147,7 @@ def test_analyze_jobs_option_changes_no_output(
         summary = json.loads((out / "summary.json").read_text("utf-8"))
         summary["signature"] = None  # names the output directory
         written.append(summary)
+        ran_in.append(int(where.read_text()))
     assert written[0] == written[1]
+    assert written[0]["gap"] and written[0]["rejections"]  # the aside's sections
+    assert ran_in[0] == os.getpid() and ran_in[1] != os.getpid()

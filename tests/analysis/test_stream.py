@@ -8,6 +8,7 @@ tables.md (the committed sample was written by the whole-run join) to the last d
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -174,11 +175,12 @@ def test_close_floats_tells_a_last_digit_from_a_difference() -> None:
 def test_analyze_in_small_chunks_writes_the_committed_demo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """analyze in chunks of 30 events joined by two forked workers writes, digit for
-    digit, what one process joining the default chunks writes on the same machine; and
-    that is the committed demo (to the last digit where the locked numpy and pandas run
-    on the CPU the sample was made on; elsewhere the logistic model's BLAS may differ
-    in the last bits)."""
+    """analyze in chunks of 30 events joined by two forked workers (and its gap and
+    rejection sections computed in a forked process) writes, digit for digit, what one
+    process joining the default chunks writes on the same machine; and that is the
+    committed demo (to the last digit where the locked numpy and pandas run on the CPU
+    the sample was made on; elsewhere the logistic model's BLAS may differ in the last
+    bits)."""
     if not locked_numerics():
         pytest.skip("numpy/pandas are not the locked versions the sample was written with")
     corpus = SIZES["medium"].corpus  # the demo sample's size, as demo --reanalyze reads it
@@ -193,6 +195,8 @@ def test_analyze_in_small_chunks_writes_the_committed_demo(
     run_analyze(config)
     out = tmp_path / "analysis"
     monkeypatch.setattr(stream_module, "CHUNK_EVENTS", 30)
+    summarize_module = importlib.import_module("tokenlens.analysis.summarize")
+    monkeypatch.setattr(summarize_module, "ASIDE_MIN_ROWS", 0)  # the gap section aside
     run_analyze(replace(config, out=out, jobs=2))  # the chunks joined in two workers
     serial = json.loads((tmp_path / "serial" / "summary.json").read_text("utf-8"))
     written = json.loads((out / "summary.json").read_text("utf-8"))

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
-import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -32,15 +30,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenlens.analysis.forked import can_fork, default_jobs, quiet_fork
 from tokenlens.analysis.join import join_run
 from tokenlens.arrays import I64
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import Run
 from tokenlens.text import Vocabulary
-
-MAX_JOBS = 4
-"""The default number of join processes: the cores, at most this many (each holds a
-copy of the chunk it joins and of the classifier's working arrays)."""
 
 CHUNK_TIMEOUT_S = 900.0
 """A worker that has not returned a chunk after this long is taken for stuck (a chunk of
@@ -108,15 +103,6 @@ def cut(run: Run, bounds: Bounds) -> Run:
     )
 
 
-def default_jobs() -> int:
-    """The cores this process may use, at most :data:`MAX_JOBS`."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_JOBS))
-
-
 Finish = Callable[[Run, pd.DataFrame], Any]
 """What becomes of a chunk's sub-run and joined frame where it was joined (in the
 worker): its result is what comes back to the caller."""
@@ -157,7 +143,7 @@ def joined_chunks(
     joined the chunk, so what it makes of the frame need not come back whole."""
     chunks = chunk_bounds(run, events)
     jobs = default_jobs() if jobs is None else jobs
-    if jobs < 2 or len(chunks) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs < 2 or len(chunks) < 2 or not can_fork():
         for bounds in chunks:
             yield bounds.rows, _joined(run, label, vocab, finish, bounds)
         return
@@ -195,21 +181,8 @@ def joined_chunks(
 @contextlib.contextmanager
 def _forked_pool(processes: int) -> Iterator[Pool]:
     """A pool of ``processes`` forked workers, terminated on the way out."""
-    # The tokenizers library warns in every forked child once it has used its own
-    # threads; the children never use them (one chunk each), so say so before forking.
-    before = os.environ.get("TOKENIZERS_PARALLELISM")
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    try:
-        with warnings.catch_warnings():
-            # Python 3.12 warns on fork() in a process with threads (Arrow's pool); the
-            # children run only the join, whose libraries re-create their threads.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pool = multiprocessing.get_context("fork").Pool(processes)
-    finally:
-        if before is None:
-            os.environ.pop("TOKENIZERS_PARALLELISM", None)
-        else:
-            os.environ["TOKENIZERS_PARALLELISM"] = before
+    with quiet_fork():
+        pool = multiprocessing.get_context("fork").Pool(processes)
     try:
         yield pool
     finally:

@@ -52,6 +52,7 @@ class AnalyzeConfig:
     # The sections no verdict reads (per-class differences, per-k verdicts, domains,
     # rejections): the test bed leaves them out to measure the verdicts faster.
     details: bool = True
-    # Processes for the join (analysis/chunks.py): None = one per core, at most 4; the
-    # outputs do not depend on it (not recorded).
+    # Processes for the join (analysis/chunks.py) and, from 2, one for the figures' gap
+    # and rejection sections (analysis/summarize.py): None = one per core, at most 4;
+    # the outputs do not depend on it (not recorded).
     jobs: int | None = None

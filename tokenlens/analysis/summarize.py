@@ -10,7 +10,9 @@ it on simulated frames, so the numbers it checks are the ones users get.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -34,6 +36,7 @@ from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.explore import class_differences
+from tokenlens.analysis.forked import Beside, beside, default_jobs
 from tokenlens.analysis.gap import gap, regression
 from tokenlens.analysis.memory import give_back_memory
 from tokenlens.analysis.rejection_summary import rejection_section
@@ -62,6 +65,7 @@ from tokenlens.analysis.verdicts import (
     families,
     rules_identity,
 )
+from tokenlens.arrays import Mask
 from tokenlens.format_version import ANALYSIS, stamp
 
 E = TypeVar("E", bound=Estimate)
@@ -76,8 +80,22 @@ def summarize(
     costs: Mapping[str, tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     """Every figure of summary.json from one joined (or simulated) frame."""
-    with remembered():  # each non-categorical label column converted once
+    with remembered(), one_blas_thread():  # each non-categorical label converted once
         return _summarize(frame, infos, config, costs)
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS (OpenBLAS, MKL) on one thread while the figures are computed: the logistic
+    model's fit sums in an order that depends on BLAS's number of threads, so its last
+    digits would depend on the machine's cores (and on ``--jobs``: the aside process,
+    below). The bootstrap's sums are exact either way. BLAS's threads gave the figures
+    no speed (on 2 cores, 1.04 million events: 9.5-10.8 s with one, 10.4-10.5 s with
+    two; they spun beside the aside process)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def _summarize(
@@ -95,8 +113,53 @@ def _summarize(
         decision_level=rules.decision_level,
     )
     judged = row_mask(frame, "judged")
-    parts = compute_parts(frame, rs, config.support, rules.control_range)
     fams = families(frame)
+    aside = functools.partial(_aside, frame, rs, judged, fams, config)
+    with beside(aside, "the gap and rejection sections", _fork_aside(frame, config)) as side:
+        out = _sections(frame, infos, config, costs, rules, rs, judged, fams, side)
+    written: dict[str, Any] = json_value(out)  # the records as their types write them
+    return written
+
+
+ASIDE_MIN_ROWS = 100_000
+"""Frames of at least this many rows have their gap and rejection sections computed in
+a forked process while this one computes the others (``--jobs`` of 2 or more): a fork
+costs tens of milliseconds, those sections about a third of the figures' time."""
+
+
+def _fork_aside(frame: pd.DataFrame, config: AnalyzeConfig) -> bool:
+    """Whether the aside sections get a process of their own."""
+    jobs = default_jobs() if config.jobs is None else config.jobs
+    return jobs >= 2 and len(frame) >= ASIDE_MIN_ROWS
+
+
+def _aside(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    judged: Mask,
+    fams: dict[str, Mask],
+    config: AnalyzeConfig,
+) -> tuple[Gap | None, dict[str, Any] | None]:
+    """The sections no other section reads, computed beside the others: ``gap`` and
+    ``rejections`` (with ``details``)."""
+    gap_section = _gap_section(frame, rs, judged, config)
+    give_back_memory()
+    return gap_section, rejection_section(frame, rs, fams) if config.details else None
+
+
+def _sections(
+    frame: pd.DataFrame,
+    infos: Sequence[RunInfo],
+    config: AnalyzeConfig,
+    costs: Mapping[str, tuple[float, str]] | None,
+    rules: Rules,
+    rs: Resampler,
+    judged: Mask,
+    fams: dict[str, Mask],
+    side: Beside[tuple[Gap | None, dict[str, Any] | None]],
+) -> dict[str, Any]:
+    """summary.json's sections in its order; ``side`` gives those of :func:`_aside`."""
+    parts = compute_parts(frame, rs, config.support, rules.control_range)
     standardised = {  # beside the judged gap, and read by the sensitivity
         name: replace(
             family,
@@ -139,7 +202,7 @@ def _summarize(
     parts = replace(parts, families=label_pooled(out, frame, fams, scope_name, parts.families))
     out["families"] = parts.families
     out["h2_contrast"] = parts.contrast
-    out["gap"] = _gap_section(frame, rs, judged, config)
+    out["gap"] = None  # from the side (the key keeps its place in the file)
     give_back_memory()
     out["hypotheses"] = refuse_unvouched(decide(frame, rs, rules, parts), infos)
     give_back_memory()
@@ -150,9 +213,7 @@ def _summarize(
         give_back_memory()
         out["classes"] = class_gaps(frame, rs, fams, judged, config.support, config.min_count)
         give_back_memory()
-        # rejection_summary builds a block; typed here, where it enters the summary
-        out["rejections"] = typed(Rejections, rejection_section(frame, rs, fams))
-        give_back_memory()
+        out["rejections"] = None  # from the side
         if "bytes_bucket" in frame:
             out["byte_length"] = {
                 name: {
@@ -174,8 +235,11 @@ def _summarize(
         give_back_memory()
         out["runs"].append(run_section(frame, rs, info, config, (costs or {}).get(info.method)))
     out["margin_in_speed"] = margin_section(out["runs"], rules.delta, config.method_families)
-    written: dict[str, Any] = json_value(out)  # the records as their types write them
-    return written
+    out["gap"], rejections = side.result()
+    if config.details:
+        # rejection_summary builds a block; typed here, where it enters the summary
+        out["rejections"] = typed(Rejections, rejections)
+    return out
 
 
 def _settings(config: AnalyzeConfig, rules: Rules, rs: Resampler) -> Settings:
@@ -344,6 +408,14 @@ def _gap_section(
     rows = judged & mask
     if not has_pair(frame, rows):
         return None
+    # first: its fit is the largest transient of the figures (a fixed sample of rows),
+    # over by the time the other process reaches the per-class tables
+    fitted = (
+        regression(frame, "script", rows, config.min_count, config.seed)
+        if config.regression
+        else None
+    )
+    give_back_memory()
     decomposition: dict[str, Split] = {}
     for column in DESCRIBE_BY:
         if column in frame:
@@ -362,7 +434,5 @@ def _gap_section(
         relative_judged=typed(Estimate, gap(frame, rs, rows, relative=True)),
         decomposition=decomposition,
         explore=typed(Explore, explore),
-        regression=regression(frame, "script", rows, config.min_count, config.seed)
-        if config.regression
-        else None,
+        regression=fitted,
     )

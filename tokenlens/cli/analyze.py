@@ -232,8 +232,9 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help="processes that classify and join the runs' chunks of 50,000 events (default: "
-        "one per core, at most 4; 1: none forked). The outputs do not depend on it",
+        help="processes that classify and join the runs' chunks of 50,000 events, and (2 "
+        "or more) compute the gap and rejection sections beside the other figures "
+        "(default: one per core, at most 4; 1: none forked). The outputs do not depend on it",
     )
     add_progress_flag(parser)
     parser.set_defaults(handler=run)
