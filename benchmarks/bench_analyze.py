@@ -9,10 +9,12 @@ join, 1000 bootstrap replicates for every table, decompositions, logistic regres
 verdicts, write tokens.parquet / summary.json / tables.md) and prints its wall time,
 the child's peak resident memory and CPU time, and the machine's load average (on a
 shared machine, wall time over CPU time says how loaded it was). The join runs in
-forked worker processes (``--jobs``, default one per core): their CPU time is added
-to the child's, the largest worker's peak RSS is printed beside the child's (a forked
-worker's RSS counts the pages it shares with the child), and the peak of the whole
-tree's proportional set size, sampled every second, says what they hold together.
+forked worker processes (``--jobs``, default one per core), and the figures' gap and
+rejection sections in one more: their CPU time is added to the child's, the largest
+one's peak RSS is printed beside the child's (a forked process's RSS counts the pages
+it shares with the child), and the peak of the whole tree's proportional set size,
+sampled every second, says what they hold together. ``--keep-study DIR`` keeps the
+simulated runs, ``--study DIR`` analyses them again (versions compared on one study).
 
 Run: ``PYTHONPATH=. python benchmarks/bench_analyze.py [--events 1000000] [--bootstrap 1000]``.
 The goal (issue 35) is <= 30 s at 1M events and <= 5 min at 10M on the 2-core
@@ -67,7 +69,7 @@ def _analyze_child(paths: list[str], out: str, n_boot: int, jobs: int | None) ->
     run_analyze(config, progress=StageLog())
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)  # this process: analyze
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN)  # its join workers, reaped
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)  # its forked processes, reaped
     cpu = usage.ru_utime + usage.ru_stime + workers.ru_utime + workers.ru_stime
     print(f"{wall:.3f} {usage.ru_maxrss} {cpu:.3f} {workers.ru_maxrss}")
 
@@ -179,6 +181,15 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=None, help="join processes (analyze --jobs)")
+    parser.add_argument(
+        "--study",
+        type=Path,
+        help="analyse the runs already in this directory (written by an earlier "
+        "--keep-study) instead of simulating a study: versions compared on the same events",
+    )
+    parser.add_argument(
+        "--keep-study", type=Path, help="write the simulated study here and keep it"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--write", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -192,12 +203,17 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        print(f"simulating >= {args.events:,} events ...", flush=True)
-        # in a process of its own: the simulated study's memory is gone before analyze
-        write = [sys.executable, __file__, "--events", str(args.events), "--write", str(root)]
-        lines = subprocess.run(write, check=True, capture_output=True, text=True).stdout
-        print("\n".join(x for x in lines.splitlines() if not x.startswith("PATH ")), flush=True)
-        paths = [x.removeprefix("PATH ") for x in lines.splitlines() if x.startswith("PATH ")]
+        if args.study:
+            paths = [str(p) for p in sorted(args.study.iterdir()) if (p / "manifest.json").exists()]
+            print(f"the study in {args.study}: {len(paths)} runs", flush=True)
+        else:
+            study = args.keep_study or root
+            print(f"simulating >= {args.events:,} events ...", flush=True)
+            # in a process of its own: the simulated study's memory is gone before analyze
+            write = [sys.executable, __file__, "--events", str(args.events), "--write", str(study)]
+            lines = subprocess.run(write, check=True, capture_output=True, text=True).stdout
+            print("\n".join(x for x in lines.splitlines() if not x.startswith("PATH ")))
+            paths = [x.removeprefix("PATH ") for x in lines.splitlines() if x.startswith("PATH ")]
         cmd = [
             sys.executable,
             __file__,
@@ -227,14 +243,14 @@ def main() -> None:
         print(
             f"analyze: {inside:.1f} s inside the child "
             f"({wall:.1f} s with interpreter start-up), peak RSS {peak_mib:.0f} MiB "
-            f"(largest join worker: {worker_kib / 1024:.0f} MiB, pages shared with it "
-            "counted in both), "
+            f"(largest forked process, a join worker or the figures' aside: "
+            f"{worker_kib / 1024:.0f} MiB, pages shared with it counted in both), "
             f"CPU {cpu:.1f} s (user+system), tokens.parquet {size:.1f} MiB, "
             f"bootstrap {args.bootstrap}, jobs {args.jobs or 'one per core'}"
         )
         if tree.samples:
             print(
-                f"whole analysis (analyze and its join workers, proportional set size, "
+                f"whole analysis (analyze and its forked processes, proportional set size, "
                 f"sampled every {tree.every} s, {tree.samples} samples): peak "
                 f"{tree.peak_kib / 1024:.0f} MiB; per stage of analyze:"
             )
