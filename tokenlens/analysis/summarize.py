@@ -5,7 +5,9 @@ returns summary.json's content (the signature and ``inputs`` are the pipeline's)
 interval from one seeded prompt-clustered bootstrap. Each section is a record of the
 one schema (:mod:`~tokenlens.analysis.summary_file` and its section modules), typed
 where it is assembled (:func:`typed`) and written by its ``to_json``. The test bed calls
-it on simulated frames, so the numbers it checks are the ones users get.
+it on simulated frames, so the numbers it checks are the ones users get. With
+``jobs`` of 2 or more, two sections no other reads (``gap``, ``rejections``) are
+computed in a forked process beside the others (:func:`_aside`), with the same result.
 """
 
 from __future__ import annotations
@@ -90,8 +92,7 @@ def one_blas_thread() -> Iterator[None]:
     model's fit sums in an order that depends on BLAS's number of threads, so its last
     digits would depend on the machine's cores (and on ``--jobs``: the aside process,
     below). The bootstrap's sums are exact either way. BLAS's threads gave the figures
-    no speed (on 2 cores, 1.04 million events: 9.5-10.8 s with one, 10.4-10.5 s with
-    two; they spun beside the aside process)."""
+    no speed: their second thread spun (docs/analysis.md, "Seventh pass")."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
