@@ -115,7 +115,9 @@ def _summarize(
     )
     judged = row_mask(frame, "judged")
     fams = families(frame)
-    aside = functools.partial(_aside, frame, rs, judged, fams, config)
+    fitted = _fit(frame, judged, config)
+    give_back_memory()
+    aside = functools.partial(_aside, frame, rs, judged, fams, config, fitted)
     with beside(aside, "the gap and rejection sections", _fork_aside(frame, config)) as side:
         out = _sections(frame, infos, config, costs, rules, rs, judged, fams, side)
     written: dict[str, Any] = json_value(out)  # the records as their types write them
@@ -140,10 +142,11 @@ def _aside(
     judged: Mask,
     fams: dict[str, Mask],
     config: AnalyzeConfig,
+    fitted: dict[str, Any] | None,
 ) -> tuple[Gap | None, dict[str, Any] | None]:
-    """The sections no other section reads, computed beside the others: ``gap`` and
-    ``rejections`` (with ``details``)."""
-    gap_section = _gap_section(frame, rs, judged, config)
+    """The sections no other section reads, computed beside the others: ``gap`` (with
+    its logistic model ``fitted``) and ``rejections`` (with ``details``)."""
+    gap_section = _gap_section(frame, rs, judged, config, fitted)
     give_back_memory()
     return gap_section, rejection_section(frame, rs, fams) if config.details else None
 
@@ -395,28 +398,44 @@ def _scope(
     return scope.to_json()
 
 
-def _gap_section(
-    frame: pd.DataFrame, rs: Resampler, judged: np.ndarray[Any, Any], config: AnalyzeConfig
-) -> Gap | None:
-    """summary.json ``gap``: the gap of the primary family (trained drafters when
-    present, never pooled across families) and its descriptive splits; None without
-    that family or without both languages."""
+def _gap_rows(frame: pd.DataFrame, judged: Mask) -> tuple[str, Mask, Mask] | None:
+    """The ``gap`` section's family (trained drafters when present), its rows and its
+    judged rows; None without that family or without both languages."""
     fams = families(frame)
     family = TRAINED if TRAINED in fams else FREE if FREE in fams else None
     if family is None:
         return None
     mask = fams[family]
     rows = judged & mask
-    if not has_pair(frame, rows):
+    return (family, mask, rows) if has_pair(frame, rows) else None
+
+
+def _fit(frame: pd.DataFrame, judged: Mask, config: AnalyzeConfig) -> dict[str, Any] | None:
+    """The ``gap`` section's logistic model (None where the section has none, or without
+    ``config.regression``). Fitted before the aside is forked: its fit is the figures'
+    largest transient (a fixed sample of rows, about 0.6 GiB), which would otherwise add
+    to the other process's temporaries."""
+    found = _gap_rows(frame, judged)
+    if found is None or not config.regression:
         return None
-    # first: its fit is the largest transient of the figures (a fixed sample of rows),
-    # over by the time the other process reaches the per-class tables
-    fitted = (
-        regression(frame, "script", rows, config.min_count, config.seed)
-        if config.regression
-        else None
-    )
-    give_back_memory()
+    return regression(frame, "script", found[2], config.min_count, config.seed)
+
+
+def _gap_section(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    judged: Mask,
+    config: AnalyzeConfig,
+    fitted: dict[str, Any] | None,
+) -> Gap | None:
+    """summary.json ``gap``: the gap of the primary family (never pooled across
+    families), its descriptive splits and its logistic model (``fitted``, from
+    :func:`_fit`); None without that family or without both languages."""
+    found = _gap_rows(frame, judged)
+    if found is None:
+        return None
+    family, mask, rows = found
+    fams = families(frame)
     decomposition: dict[str, Split] = {}
     for column in DESCRIBE_BY:
         if column in frame:
