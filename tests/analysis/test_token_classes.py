@@ -22,8 +22,8 @@ from tokenlens.analysis.breakdown import BREAKDOWNS
 from tokenlens.analysis.classes import DECLARED
 from tokenlens.analysis.comparable import PER_LANGUAGE, not_comparable
 from tokenlens.analysis.explore import EXPLORE_COLUMNS
+from tokenlens.analysis.gap_section import DESCRIBE_BY
 from tokenlens.analysis.join import CLASS_COLUMNS
-from tokenlens.analysis.summarize import DESCRIBE_BY
 from tokenlens.analysis.token_classes import TOKEN_CLASSES, class_label
 from tokenlens.report.charts import RATE_SECTIONS
 from tokenlens.report.findings_gap import DECOMPOSITIONS

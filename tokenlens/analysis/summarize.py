@@ -25,7 +25,6 @@ from tokenlens import __version__
 from tokenlens.analysis.bootstrap import LEVEL, Resampler
 from tokenlens.analysis.breakdown import (
     BREAKDOWNS,
-    group_codes,
     per_lang,
     positions,
     rates,
@@ -35,31 +34,27 @@ from tokenlens.analysis.breakdown import (
 from tokenlens.analysis.classes import class_gaps
 from tokenlens.analysis.columns import labels, remembered
 from tokenlens.analysis.config import AnalyzeConfig
-from tokenlens.analysis.decompose import CONF_BINS, decompose, has_pair
+from tokenlens.analysis.decompose import CONF_BINS
 from tokenlens.analysis.domains import domain_section
-from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.forked import Beside, beside, default_jobs
-from tokenlens.analysis.gap import gap, regression
+from tokenlens.analysis.gap_section import fit, gap_section
 from tokenlens.analysis.memory import give_back_memory
 from tokenlens.analysis.rejection_summary import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, POWER, TRAINED, Rules
 from tokenlens.analysis.run_section import RunInfo as RunInfo
 from tokenlens.analysis.run_section import margin_section, run_section
 from tokenlens.analysis.sensitivity import add_sensitivity
-from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
-from tokenlens.analysis.standardise import length_split, length_standardised
+from tokenlens.analysis.standardise import length_standardised
 from tokenlens.analysis.summary_fields import json_value, typed
 from tokenlens.analysis.summary_figures import (
     Estimate,
     LengthStandardised,
     Rate,
-    Split,
 )
 from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
-from tokenlens.analysis.summary_gaps import Explore, Family, Gap
+from tokenlens.analysis.summary_gaps import Family, Gap
 from tokenlens.analysis.summary_sections import Rejections
 from tokenlens.analysis.summary_verdicts import Hypothesis
-from tokenlens.analysis.token_classes import decomposed
 from tokenlens.analysis.verdicts import (
     compute_parts,
     configurations,
@@ -72,7 +67,6 @@ from tokenlens.format_version import ANALYSIS, stamp
 
 E = TypeVar("E", bound=Estimate)
 R = TypeVar("R")
-DESCRIBE_BY = decomposed()  # from the token-class table, in the decomposition's order
 
 
 def summarize(
@@ -115,7 +109,7 @@ def _summarize(
     )
     judged = row_mask(frame, "judged")
     fams = families(frame)
-    fitted = _fit(frame, judged, config)
+    fitted = fit(frame, judged, config)
     give_back_memory()
     aside = functools.partial(_aside, frame, rs, judged, fams, config, fitted)
     with beside(aside, "the gap and rejection sections", _fork_aside(frame, config)) as side:
@@ -146,9 +140,9 @@ def _aside(
 ) -> tuple[Gap | None, dict[str, Any] | None]:
     """The sections no other section reads, computed beside the others: ``gap`` (with
     its logistic model ``fitted``) and ``rejections`` (with ``details``)."""
-    gap_section = _gap_section(frame, rs, judged, config, fitted)
+    gap_figures = gap_section(frame, rs, judged, config, fitted)
     give_back_memory()
-    return gap_section, rejection_section(frame, rs, fams) if config.details else None
+    return gap_figures, rejection_section(frame, rs, fams) if config.details else None
 
 
 def _sections(
@@ -396,63 +390,3 @@ def _scope(
         note=note,
     )
     return scope.to_json()
-
-
-def _gap_rows(frame: pd.DataFrame, judged: Mask) -> tuple[str, Mask, Mask] | None:
-    """The ``gap`` section's family (trained drafters when present), its rows and its
-    judged rows; None without that family or without both languages."""
-    fams = families(frame)
-    family = TRAINED if TRAINED in fams else FREE if FREE in fams else None
-    if family is None:
-        return None
-    mask = fams[family]
-    rows = judged & mask
-    return (family, mask, rows) if has_pair(frame, rows) else None
-
-
-def _fit(frame: pd.DataFrame, judged: Mask, config: AnalyzeConfig) -> dict[str, Any] | None:
-    """The ``gap`` section's logistic model (None where the section has none, or without
-    ``config.regression``). Fitted before the aside is forked: its fit is the figures'
-    largest transient (a fixed sample of rows, about 0.6 GiB), which would otherwise add
-    to the other process's temporaries."""
-    found = _gap_rows(frame, judged)
-    if found is None or not config.regression:
-        return None
-    return regression(frame, "script", found[2], config.min_count, config.seed)
-
-
-def _gap_section(
-    frame: pd.DataFrame,
-    rs: Resampler,
-    judged: Mask,
-    config: AnalyzeConfig,
-    fitted: dict[str, Any] | None,
-) -> Gap | None:
-    """summary.json ``gap``: the gap of the primary family (never pooled across
-    families), its descriptive splits and its logistic model (``fitted``, from
-    :func:`_fit`); None without that family or without both languages."""
-    found = _gap_rows(frame, judged)
-    if found is None:
-        return None
-    family, mask, rows = found
-    fams = families(frame)
-    decomposition: dict[str, Split] = {}
-    for column in DESCRIBE_BY:
-        if column in frame:
-            codes, labels = group_codes(frame, column)
-            dec = typed(Split, decompose(frame, rs, codes, labels, rows, config.support, column))
-            if dec is not None:
-                decomposition[column] = dec
-    by_length = typed(Split, length_split(frame, rs, rows, config.support))
-    if by_length is not None:
-        decomposition[LENGTH_COLUMN] = by_length
-    explore = class_differences(frame, rs, fams, judged, config.support, config.min_count)
-    return Gap(
-        family=family,
-        overall=typed(Estimate, gap(frame, rs, mask)),
-        judged=typed(Estimate, gap(frame, rs, rows)),
-        relative_judged=typed(Estimate, gap(frame, rs, rows, relative=True)),
-        decomposition=decomposition,
-        explore=typed(Explore, explore),
-        regression=fitted,
-    )
