@@ -87,6 +87,26 @@ def pair_keys(frame: pd.DataFrame) -> npt.NDArray[np.object_] | None:
     return pair
 
 
+def clusters_of(frame: pd.DataFrame) -> tuple[I64, I64, str]:
+    """Each row's cluster code, each cluster's stratum and the unit's name: prompt pairs
+    when every row has one (one stratum), else prompts stratified by language. Reads
+    ``pair``, ``prompt_id``, ``request_id`` and ``lang`` only."""
+    pairs = pair_keys(frame)
+    if pairs is not None:
+        # sort: cluster codes (and so every replicate) do not depend on row order,
+        # i.e. on the order in which the runs were given
+        cluster, _ = pd.factorize(pairs, sort=True)
+        stratum = np.zeros(int(cluster.max()) + 1 if len(cluster) else 0, dtype=np.int64)
+        return np.asarray(cluster, dtype=np.int64), stratum, "prompt pair"
+    prompts = prompt_keys(frame)
+    lang = labels(frame, "lang")
+    cluster, uniques = pd.factorize(prompts, sort=True)
+    first = np.unique(cluster, return_index=True)[1]
+    stratum = pd.factorize(lang[first])[0].astype(np.int64)
+    assert len(first) == len(uniques)
+    return np.asarray(cluster, dtype=np.int64), stratum, "prompt (stratified by language)"
+
+
 class Cells:
     """Rows by (cluster, group): the rows among ``rows`` with a group (``group >= 0``)
     and each one's cell, ``cluster * n_groups + group``. Sums over the same rows and
@@ -169,31 +189,8 @@ class Resampler:
         decision_level: float = DECISION_LEVEL,
     ) -> Resampler:
         """Clusters = prompt pairs (all prompts paired) or prompts stratified by language."""
-        pairs = pair_keys(frame)
-        if pairs is not None:
-            # sort: cluster codes (and so every replicate) do not depend on row order,
-            # i.e. on the order in which the runs were given
-            cluster, _ = pd.factorize(pairs, sort=True)
-            stratum = np.zeros(int(cluster.max()) + 1 if len(cluster) else 0, dtype=np.int64)
-            unit = "prompt pair"
-        else:
-            prompts = prompt_keys(frame)
-            lang = labels(frame, "lang")
-            cluster, uniques = pd.factorize(prompts, sort=True)
-            first = np.unique(cluster, return_index=True)[1]
-            stratum = pd.factorize(lang[first])[0].astype(np.int64)
-            assert len(first) == len(uniques)
-            unit = "prompt (stratified by language)"
-        return cls(
-            np.asarray(cluster, dtype=np.int64),
-            stratum,
-            n_boot,
-            seed,
-            method,
-            level,
-            unit,
-            decision_level,
-        )
+        cluster, stratum, unit = clusters_of(frame)
+        return cls(cluster, stratum, n_boot, seed, method, level, unit, decision_level)
 
     def restricted(self, rows: Mask) -> Resampler:
         """The same replicates for a subset of the rows (``frame[rows]``): every cluster
