@@ -194,6 +194,15 @@ ERROR_PATHS: dict[str, Case] = {
     "request_stats: a class column it does not know": lambda t: [
         "request-stats", str(t), "--by", "token_text", "--out", str(t / "o.parquet")
     ],
+    "request_figures: a table that does not exist": lambda t: [
+        "request-figures", str(t / "no.parquet"), "--out", str(t / "f.json")
+    ],
+    "request_figures: a file that is not Parquet": lambda t: [
+        "request-figures", _file(t, "x.parquet", b"{}"), "--out", str(t / "f.json")
+    ],
+    "request_figures: fewer replicates than the least": lambda t: [
+        "request-figures", str(t), "--bootstrap", "3", "--out", str(t / "f.json")
+    ],
 }  # fmt: skip
 
 

@@ -35,6 +35,7 @@ QUERY = """
 SELECT
   {keys},
   {by} AS class,
+  '{by}' AS class_column,
   COUNT(*) AS events,
   CAST(SUM(CASE WHEN accepted THEN 1 ELSE 0 END) AS BIGINT) AS accepted,
   CAST(SUM(CASE WHEN position = 0 THEN 1 ELSE 0 END) AS BIGINT) AS steps,

@@ -25,6 +25,7 @@ from tokenlens.cli import (
     doctor,
     models,
     replay,
+    request_figures,
     request_stats,
     tokens,
     trace,
@@ -56,7 +57,19 @@ Start here:
   tokenlens doctor               check vLLM, the plugin, the platform before a long run
 """
 
-_COMMANDS = (demo, bench, trace, replay, analyze, request_stats, tokens, models, corpora, doctor)
+_COMMANDS = (
+    demo,
+    bench,
+    trace,
+    replay,
+    analyze,
+    request_stats,
+    request_figures,
+    tokens,
+    models,
+    corpora,
+    doctor,
+)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,0 +1,162 @@
+"""Figures from per-request counts (:mod:`tokenlens.analysis.request_figures`): the
+request-stats table of the committed full study's runs (60 prompt pairs; both drafter
+families at k = 1..5, so pooled over k) gives the acceptance, judged-rows rate and class
+breakdowns of summary.json of the same runs and settings, value for value, interval for
+interval (the bootstrap draws the same clusters from the table's keys)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support import REPO, assert_one_line_error, cli
+from tokenlens.analysis import AnalyzeConfig, run_analyze
+from tokenlens.analysis.request_figures import (
+    FiguresConfig,
+    figures,
+    read_table,
+    write_figures,
+)
+from tokenlens.analysis.request_stats import BY, StatsConfig, request_stats
+from tokenlens.errors import TokenlensError
+
+RUNS = tuple(sorted(p for p in (REPO / "reports" / "full" / "runs").iterdir() if p.is_dir()))
+SETTINGS = FiguresConfig(seed=3, n_boot=40, min_count=5)
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo runs analysed with :data:`SETTINGS` (its tokens.parquet and summary.json)."""
+    out = tmp_path_factory.mktemp("figures") / "analysis"
+    config = AnalyzeConfig(
+        runs=RUNS,
+        out=out,
+        seed=SETTINGS.seed,
+        n_boot=SETTINGS.n_boot,
+        min_count=SETTINGS.min_count,
+        regression=False,
+    )
+    run_analyze(config)
+    return out
+
+
+def table_of(analysed: Path, by: str, out: Path) -> Path:
+    pytest.importorskip("duckdb")
+    request_stats(StatsConfig(str(analysed / "tokens.parquet"), str(out), by=by))
+    return out
+
+
+def summary(analysed: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((analysed / "summary.json").read_text("utf-8"))
+    return loaded
+
+
+@pytest.mark.parametrize("by", BY)
+def test_figures_equal_the_analysis(analysed: Path, tmp_path: Path, by: str) -> None:
+    stats, column = read_table(table_of(analysed, by, tmp_path / "s.parquet"))
+    assert column == by
+    got = figures(stats, by, SETTINGS)
+    want = summary(analysed)
+    scope = want["scope"]["family"]
+    assert got["scope"] == scope
+    assert got["settings"]["clusters"] == want["settings"]["clusters"] == 60
+    assert got["settings"]["cluster"] == want["settings"]["cluster"]
+    mine = got["families"][scope]
+    name = got["breakdown"]
+    assert mine[name] == want[name]
+    assert mine["acceptance"] == want["acceptance"]
+    assert mine["acceptance_judged"] == want["acceptance_judged"]
+    assert set(got["families"]) == set(want["families"]) and len(got["families"]) == 2
+    for fam, family in got["families"].items():  # the other family too
+        assert family["acceptance"] == want["families"][fam]["acceptance"]
+        assert family["acceptance_judged"] == want["families"][fam]["acceptance_judged"]
+    # intervals were drawn, not left out, and the rates pooled over k say so
+    assert any(r["ci_low"] is not None for r in mine[name]["ja"].values())
+    assert mine["acceptance"]["ja"]["pooled_over_k"] == [1, 2, 3, 4, 5]
+
+
+def test_every_family_byte_length_equals_the_analysis(analysed: Path, tmp_path: Path) -> None:
+    stats, by = read_table(table_of(analysed, "bytes_bucket", tmp_path / "b.parquet"))
+    got = figures(stats, by, SETTINGS)
+    want = summary(analysed)
+    for name, family in got["families"].items():
+        assert family["by_byte_length"] == want["byte_length"][name]["rates"]
+
+
+def test_another_seed_gives_other_intervals(analysed: Path, tmp_path: Path) -> None:
+    """The equality above rests on the same draws: another seed must change them."""
+    stats, by = read_table(table_of(analysed, "script", tmp_path / "s.parquet"))
+    other = figures(stats, by, FiguresConfig(seed=4, n_boot=40, min_count=5))
+    scope = other["scope"]
+    assert other["families"][scope]["by_script"] != summary(analysed)["by_script"]
+
+
+def test_without_pairs_clusters_are_prompts_by_language(analysed: Path, tmp_path: Path) -> None:
+    """Requests without a prompt pair: clusters are prompts, stratified by language, as
+    the analysis makes them (its frame rule, applied here to the analysis' own rows)."""
+    from tokenlens.analysis.bootstrap import Resampler
+    from tokenlens.analysis.breakdown import per_lang, rates, row_mask
+
+    stats, by = read_table(table_of(analysed, "script", tmp_path / "s.parquet"))
+    unpaired = stats.assign(pair=None)
+    got = figures(unpaired, by, SETTINGS)
+    tokens = pq.read_table(analysed / "tokens.parquet").to_pandas().assign(pair=None)
+    rs = Resampler.from_frame(tokens, SETTINGS.n_boot, SETTINGS.seed)
+    assert got["settings"]["cluster"] == rs.unit == "prompt (stratified by language)"
+    assert got["settings"]["clusters"] == rs.n_clusters == 120
+    scope = got["scope"]
+    rows = tokens["family"].to_numpy() == scope
+    judged = row_mask(tokens, "judged") & rows
+    mine = got["families"][scope]
+    assert mine["acceptance"] == label(per_lang(tokens, rs, rows, SETTINGS.min_count), scope)
+    want_judged = per_lang(tokens, rs, judged, SETTINGS.min_count)
+    assert mine["acceptance_judged"] == label(want_judged, scope)
+    assert mine["by_script"] == rates(tokens, rs, "script", judged, SETTINGS.min_count)
+
+
+def label(block: dict[str, Any], family: str) -> dict[str, Any]:
+    """Rates of the full study's families as summary.json labels them (pooled over k)."""
+    return {
+        lang: {**r, "pooled_over_k": [1, 2, 3, 4, 5], "family": family} for lang, r in block.items()
+    }
+
+
+def test_the_command_writes_once_and_refuses_in_one_line(analysed: Path, tmp_path: Path) -> None:
+    table = table_of(analysed, "pos", tmp_path / "p.parquet")
+    out = tmp_path / "figures.json"
+    argv = ["request-figures", str(table), "--out", str(out), "--seed", "3", "--bootstrap", "40"]
+    status, stdout, err = cli([*argv, "--min-count", "5"])
+    assert status == 0, err
+    assert str(out) in stdout
+    written = json.loads(out.read_text("utf-8"))
+    assert written["families"][written["scope"]]["by_pos"] == summary(analysed)["by_pos"]
+    before = out.read_bytes()
+    status, _, err = cli(argv)
+    assert_one_line_error(status, err, "exists")
+    assert out.read_bytes() == before
+    status, _, err = cli(["request-figures", str(analysed / "tokens.parquet"), "--out", "x.json"])
+    assert_one_line_error(status, err, "not a table of `tokenlens request-stats`")
+    status, _, err = cli(["request-figures", str(tmp_path / "none"), "--out", "x.json"])
+    assert_one_line_error(status, err, "no such file or directory")
+
+
+def test_a_table_of_an_older_request_stats_is_refused(analysed: Path, tmp_path: Path) -> None:
+    old = pq.read_table(table_of(analysed, "script", tmp_path / "a.parquet"))
+    pq.write_table(old.drop_columns(["class_column"]), tmp_path / "old.parquet")
+    with pytest.raises(TokenlensError, match="older request-stats"):
+        read_table(tmp_path / "old.parquet")
+
+
+def test_a_table_of_two_class_columns_is_refused(analysed: Path, tmp_path: Path) -> None:
+    a = pq.read_table(table_of(analysed, "script", tmp_path / "a.parquet")).to_pandas()
+    b = pq.read_table(table_of(analysed, "pos", tmp_path / "b.parquet")).to_pandas()
+    both = tmp_path / "both.parquet"
+    pd.concat([a, b]).to_parquet(both)
+    with pytest.raises(TokenlensError, match="one table counts by one class column"):
+        write_figures(both, tmp_path / "f.json", SETTINGS)
+    assert not (tmp_path / "f.json").exists()

@@ -1,0 +1,212 @@
+"""Figures from per-request counts: ``request-stats``' table -> acceptance and one
+class breakdown per drafter family, with the analysis' own bootstrap.
+
+The table (:mod:`~tokenlens.analysis.request_stats`: per run, request and class of one
+column, the events, accepted drafts, judged rows and their accepted drafts) holds
+everything these figures are sums of, so a fleet's counts, made by Spark where its
+traces lie, give here the figures ``tokenlens analyze`` writes for the same runs and
+settings, equal to the last digit: ``acceptance`` and ``acceptance_judged`` (vLLM's rate
+and the judged-rows rate per language) and the class's ``by_*`` table (``by_script``,
+``by_byte_length``...), per drafter family. The clusters, strata and seeded weights
+are :class:`~tokenlens.analysis.bootstrap.Resampler.from_frame`'s, rebuilt from the
+table's keys; each row of the table stands for its count of events
+(:class:`CountedResampler`), and every sum is of whole numbers, exact in any order.
+
+Memory is that of the table (a few rows per request and class), not of the events.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenlens.analysis.bootstrap import DEFAULT_METHOD, Cells, Resampler, clusters_of
+from tokenlens.analysis.breakdown import per_lang, rates
+from tokenlens.analysis.request_stats import BY, KEYS
+from tokenlens.analysis.rules import FREE, TRAINED
+from tokenlens.analysis.token_classes import TOKEN_CLASSES
+from tokenlens.arrays import F64, I64, Mask
+from tokenlens.errors import TokenlensError
+from tokenlens.rundir import write_json_atomic
+
+NEEDED = (*KEYS, "class", "events", "accepted", "judged", "judged_accepted")
+"""The table's columns these figures read."""
+
+
+@dataclass(frozen=True)
+class FiguresConfig:
+    """``analyze``'s settings that these figures depend on (the same defaults)."""
+
+    seed: int = 0
+    n_boot: int = 1000
+    min_count: int = 30
+    interval: str = DEFAULT_METHOD
+
+
+class CountedCells(Cells):
+    """:class:`Cells` whose rows each stand for ``weight`` rows of events."""
+
+    def __init__(self, rs: CountedResampler, group: I64, n_groups: int, rows: Mask) -> None:
+        super().__init__(rs, group, n_groups, rows)
+        self.weight: F64 = rs.row_weight[self.keep]
+
+    def counts(self) -> F64:
+        """Events per (cluster, group): the sums of the rows' weights."""
+        if self._counts is None:
+            size = self.shape[0] * self.shape[1]
+            counts = np.bincount(self.index, weights=self.weight, minlength=size)
+            self._counts = np.asarray(counts, dtype=np.float64).reshape(self.shape)
+        return self._counts
+
+
+class CountedResampler(Resampler):
+    """A :class:`Resampler` over rows that are counts: row i stands for
+    ``row_weight[i]`` (> 0) events, so the rows and presence a figure counts are
+    those of the events. Made with every row's cluster; :meth:`counting` gives the
+    rows and weights of one figure, with the same replicates."""
+
+    row_weight: F64
+
+    def counting(self, rows: Mask, weight: F64) -> CountedResampler:
+        """The same replicates over ``rows`` (a mask of the rows it was made with),
+        each standing for ``weight`` events (one per selected row)."""
+        out = copy.copy(self)
+        out.cluster = self.cluster[rows]
+        out.row_weight = weight
+        return out
+
+    def cells(self, group: I64, n_groups: int, rows: Mask) -> Cells:
+        return CountedCells(self, group, n_groups, rows)
+
+
+def read_table(source: str | Path) -> tuple[pd.DataFrame, str]:
+    """The table ``request-stats`` wrote (a file, or Spark's directory of parts) and
+    the class column it counts by (its ``class_column``); one-line errors otherwise."""
+    path = Path(source)
+    if not path.exists():
+        raise TokenlensError(f"{source}: no such file or directory")
+    try:
+        table: pa.Table = pq.read_table(path, partitioning=None)
+    except (pa.ArrowException, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TokenlensError(f"{source}: not a Parquet table ({first})") from None
+    missing = [c for c in NEEDED if c not in table.column_names]
+    if missing:
+        raise TokenlensError(
+            f"{source}: not a table of `tokenlens request-stats` (no column {', '.join(missing)})"
+        )
+    if "class_column" not in table.column_names:  # request-stats before 2026-12-05
+        raise TokenlensError(
+            f"{source}: made by an older request-stats, which did not record the class "
+            "column it counted by: run `tokenlens request-stats` on it again"
+        )
+    by = {str(v) for v in table.column("class_column").unique().to_pylist()}
+    if len(by) != 1 or not by <= set(BY):
+        raise TokenlensError(
+            f"{source}: its rows count by {', '.join(sorted(by)) or 'nothing'}; "
+            "one table counts by one class column"
+        )
+    frame = table.select(list(NEEDED)).to_pandas()
+    return frame, by.pop()
+
+
+def write_figures(source: str | Path, out: Path, config: FiguresConfig) -> dict[str, Any]:
+    """:func:`figures` of the table at ``source``, written to ``out`` (JSON; an existing
+    file is refused, not overwritten) with the settings and source they came from."""
+    if out.exists():
+        raise TokenlensError(f"{out} exists: give another --out (nothing was overwritten)")
+    if not out.parent.is_dir():
+        raise TokenlensError(f"{out.parent}: no such directory")
+    stats, by = read_table(source)
+    result = {"source": str(source), **figures(stats, by, config)}
+    write_json_atomic(out, result)
+    return result
+
+
+def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, Any]:
+    """``{"by", "breakdown", "scope", "settings", "families": {family: {"acceptance":
+    {lang: rate}, "acceptance_judged": ..., "<breakdown>": {lang: {class: rate}}}}}``
+    from the table of :func:`read_table`; ``scope`` is the family summary.json's
+    top-level figures describe (the trained drafters' when present)."""
+    if len(stats) == 0:
+        raise TokenlensError("the table has no rows: nothing to count")
+    name = _breakdown(by)
+    keys = pd.DataFrame({c: _text(stats[c]) for c in ("pair", "prompt_id", "request_id", "lang")})
+    cluster, stratum, unit = clusters_of(keys)  # Resampler.from_frame's
+    rs = CountedResampler(cluster, stratum, config.n_boot, config.seed, config.interval, unit=unit)
+    settings = {
+        "seed": config.seed,
+        "bootstrap": config.n_boot,
+        "interval": config.interval,
+        "min_count": config.min_count,
+        "cluster": unit,
+        "clusters": rs.n_clusters,
+    }
+    rs.row_weight = np.ones(len(cluster))  # each row one event until counting() says
+    frame = _frame(stats, by)
+    events = (
+        frame.assign(accepted=stats["accepted"].to_numpy(np.float64)),
+        rs.counting(np.ones(len(stats), dtype=bool), stats["events"].to_numpy(np.float64)),
+    )
+    # every judged row counts in acceptance_judged; those without a class (no BPE
+    # rank, say) are left out of the breakdown alone (its group codes: -1)
+    rows = stats["judged"].to_numpy() > 0
+    judged_frame = frame[rows].reset_index(drop=True)
+    judged = (
+        judged_frame.assign(accepted=stats["judged_accepted"].to_numpy(np.float64)[rows]),
+        rs.counting(rows, stats["judged"].to_numpy(np.float64)[rows]),
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for family in (TRAINED, FREE):
+        all_rows = events[0]["family"].to_numpy() == family
+        if not all_rows.any():
+            continue
+        judged_mask = judged[0]["family"].to_numpy() == family
+        block = {
+            "acceptance": per_lang(*events, all_rows, config.min_count),
+            "acceptance_judged": per_lang(*judged, judged_mask, config.min_count),
+            name: rates(*judged, by, judged_mask, config.min_count),
+        }
+        ks = sorted({int(k) for k in events[0]["k"].to_numpy()[all_rows]})
+        if len(ks) >= 2:  # summarize.label_pooled's labels
+            for key in ("acceptance", "acceptance_judged"):
+                for rate in block[key].values():
+                    rate.update(pooled_over_k=ks, family=family)
+        out[family] = block
+    if not out:
+        raise TokenlensError(f"no row of the {TRAINED} or {FREE} drafter family")
+    scope = TRAINED if TRAINED in out else FREE
+    return {"by": by, "breakdown": name, "scope": scope, "settings": settings, "families": out}
+
+
+def _breakdown(by: str) -> str:
+    """The ``by_*`` name summary.json gives the breakdown of class column ``by``."""
+    for c in TOKEN_CLASSES:
+        if c.column == by and c.breakdown is not None:
+            return c.breakdown
+    raise TokenlensError(f"no breakdown of class column {by!r}")
+
+
+def _frame(stats: pd.DataFrame, by: str) -> pd.DataFrame:
+    """The columns the breakdown functions read, one row per row of ``stats`` (its
+    ``accepted`` is the figure's own: all drafts' or judged rows')."""
+    return pd.DataFrame(
+        {
+            "lang": _text(stats["lang"]),
+            by: stats["class"].to_numpy(dtype=object),
+            "family": _text(stats["family"]),
+            "k": stats["k"].to_numpy(),
+        }
+    )
+
+
+def _text(series: pd.Series) -> np.ndarray[Any, np.dtype[np.object_]]:
+    """Labels as :func:`~tokenlens.analysis.columns.labels` reads them (None as "None")."""
+    return np.asarray([str(v) for v in series.to_numpy(dtype=object)], dtype=object)

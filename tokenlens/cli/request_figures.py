@@ -1,0 +1,80 @@
+"""``tokenlens request-figures``: acceptance and one class breakdown from per-request counts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tokenlens.cli.analyze import MIN_BOOTSTRAP
+from tokenlens.cli.common import int_in, positive_int, say
+
+DESCRIPTION = """\
+Read the table `tokenlens request-stats` wrote (a Parquet file, or Spark's directory
+of parts, copied to this machine) and compute, per drafter family, the figures that are
+sums of its counts: acceptance per language (vLLM's rate: accepted / all drafts), the
+judged-rows rate, and the table's class breakdown (by_script, by_pos, by_byte_length...,
+judged rows only), each with the prompt-clustered bootstrap interval of `tokenlens
+analyze`. With analyze's --seed, --bootstrap, --min-count and --interval, the figures
+equal those of summary.json for the same runs, to the last digit (the scope family's
+at its top level, e.g. acceptance and by_script; every family's under families and
+byte_length): a fleet's traces are counted where they lie and read here, in the memory
+of the table, not of its events.
+"""
+
+EPILOG = """\
+examples:
+  tokenlens request-stats out/dm3/tokens.parquet --out out/dm3/requests.parquet
+  tokenlens request-figures out/dm3/requests.parquet --out out/dm3/request-figures.json
+  tokenlens request-figures stats-from-the-cluster/ --bootstrap 2000 --seed 7 \\
+      --out fleet-figures.json
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``request-figures`` subcommand to the root parser's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "request-figures",
+        help="acceptance and a class breakdown, with intervals, from request-stats' table",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "source", metavar="TABLE", type=Path, help="request-stats' output (file or directory)"
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, metavar="FILE", help="JSON output (not overwritten)"
+    )
+    parser.add_argument("--seed", type=int_in(0), default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument(
+        "--bootstrap",
+        type=int_in(MIN_BOOTSTRAP),
+        default=1000,
+        metavar="N",
+        help=f"bootstrap replicates, at least {MIN_BOOTSTRAP} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-count",
+        type=positive_int,
+        default=30,
+        metavar="N",
+        help="groups with fewer rows are flagged sparse (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--interval",
+        choices=("t", "percentile"),
+        default="t",
+        help="interval method, as in analyze (default: %(default)s)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compute the figures; write them; print where."""
+    from tokenlens.analysis.request_figures import FiguresConfig, write_figures
+
+    config = FiguresConfig(args.seed, args.bootstrap, args.min_count, args.interval)
+    write_figures(args.source, args.out, config)
+    say(str(args.out))
+    return 0
