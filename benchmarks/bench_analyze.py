@@ -15,6 +15,9 @@ one's peak RSS is printed beside the child's (a forked process's RSS counts the 
 it shares with the child), and the peak of the whole tree's proportional set size,
 sampled every second, says what they hold together. ``--keep-study DIR`` keeps the
 simulated runs, ``--study DIR`` analyses them again (versions compared on one study).
+``--request-figures`` then times the fleet path on the analysis' tokens.parquet:
+``request-stats`` (DuckDB, by script) and ``request-figures`` in a process of their
+own, with its peak RSS, and checks its figures against summary.json's.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_analyze.py [--events 1000000] [--bootstrap 1000]``.
 The goal (issue 35) is <= 30 s at 1M events and <= 5 min at 10M on the 2-core
@@ -58,6 +61,34 @@ def _write_runs(root: Path, events: int, seed: int) -> list[Path]:
     for run in study.runs:
         print(f"  {run.spec.label}: {len(run.events):,} events, {2 * pairs} requests", flush=True)
     return paths
+
+
+def _counts_child(analysis: str, n_boot: int, step: str) -> None:
+    """One step of the fleet path on an analysis' tokens.parquet, in this process:
+    ``stats``, ``request-stats`` (DuckDB, by script) writing requests.parquet beside
+    it; ``figures``, ``request-figures`` of that table, checked against summary.json.
+    Prints the wall time, the peak RSS, and for ``figures`` the table's rows and
+    whether the figures are equal."""
+    import json
+
+    from tokenlens.analysis.request_figures import FiguresConfig, figures, read_table
+    from tokenlens.analysis.request_stats import StatsConfig, request_stats
+
+    out = Path(analysis)
+    start = time.perf_counter()
+    rows, equal = 0, 1
+    if step == "stats":
+        request_stats(StatsConfig(str(out / "tokens.parquet"), str(out / "requests.parquet")))
+    else:
+        stats, by = read_table(out / "requests.parquet")
+        got = figures(stats, by, FiguresConfig(n_boot=n_boot))
+        want = json.loads((out / "summary.json").read_text("utf-8"))
+        mine = got["families"][got["scope"]]
+        keys = ("acceptance", "acceptance_judged", "by_script")
+        rows, equal = len(stats), int(all(mine[k] == want[k] for k in keys))
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{wall:.3f} {peak} {rows} {equal}")
 
 
 def _analyze_child(paths: list[str], out: str, n_boot: int, jobs: int | None) -> None:
@@ -190,9 +221,21 @@ def main() -> None:
     parser.add_argument(
         "--keep-study", type=Path, help="write the simulated study here and keep it"
     )
+    parser.add_argument(
+        "--request-figures",
+        action="store_true",
+        help="then count the analysis' rows per request with request-stats (DuckDB) and "
+        "compute acceptance and by_script from the counts (request-figures): time, peak "
+        "memory, and whether they equal summary.json's",
+    )
+    parser.add_argument("--counts-child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--write", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.counts_child:
+        analysis, step = args.counts_child
+        _counts_child(analysis, args.bootstrap, step)
+        return
     if args.child:
         *paths, out = args.child
         _analyze_child(paths, out, args.bootstrap, args.jobs)
@@ -259,6 +302,27 @@ def main() -> None:
         print(f"{events:,} events: {maxrss_kib * 1024 / events:.0f} bytes of peak RSS per event")
         # The machine may be shared: its load says how far wall time is to be trusted.
         print(f"load average before {load_before}, after {_load()} ({os.cpu_count()} CPUs)")
+        if args.request_figures:
+            _measure_counts(root / "out", args.bootstrap, events)
+
+
+def _measure_counts(analysis: Path, n_boot: int, events: int) -> None:
+    """Each step of :func:`_counts_child` in a process of its own (its peak RSS is its
+    own)."""
+    measured = {}
+    for step in ("stats", "figures"):
+        cmd = [sys.executable, __file__, "--bootstrap", str(n_boot)]
+        cmd += ["--counts-child", str(analysis), step]
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        wall, peak_kib, rows, equal = done.stdout.split()[-4:]
+        measured[step] = (float(wall), int(peak_kib) / 1024, int(rows), equal == "1")
+    (s_wall, s_peak, _, _), (f_wall, f_peak, rows_n, same) = measured["stats"], measured["figures"]
+    print(
+        f"request-stats (DuckDB, by script): {s_wall:.1f} s, peak RSS {s_peak:.0f} MiB; "
+        f"request-figures: {f_wall:.1f} s, peak RSS {f_peak:.0f} MiB (bootstrap {n_boot}); "
+        f"the table has {rows_n:,} rows for {events:,} events; acceptance, "
+        f"acceptance_judged and by_script {'equal' if same else 'DIFFER FROM'} summary.json's"
+    )
 
 
 if __name__ == "__main__":
