@@ -7,16 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.cli.common import (
+    add_bootstrap_options,
+    add_interval_option,
     add_progress_flag,
-    int_in,
     number_in,
     positive_int,
     progress_for,
     say,
 )
 
-# The fewest bootstrap replicates run_analyze accepts (checked here at parse time too).
-MIN_BOOTSTRAP = 10
 # analysis.inputs.POOLING_FIELDS, named here so that the CLI starts without pandas.
 COMPARE_FIELDS = ("model", "weights", "decoding", "quantization")
 # analysis.overlap.OVERLAP_CHOICES, for the same reason.
@@ -105,21 +104,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--out", required=True, type=Path, metavar="DIR", help="output directory (created)"
     )
-    parser.add_argument("--seed", type=int_in(0), default=0, help="bootstrap seed (default: 0)")
-    parser.add_argument(
-        "--bootstrap",
-        type=int_in(MIN_BOOTSTRAP),
-        default=1000,
-        metavar="N",
-        help=f"bootstrap replicates, at least {MIN_BOOTSTRAP} (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--min-count",
-        type=positive_int,
-        default=30,
-        metavar="N",
-        help="groups with fewer judged rows are flagged sparse in the tables and left out "
-        "of the exploratory per-class comparisons (default: %(default)s)",
+    add_bootstrap_options(
+        parser,
+        "groups with fewer judged rows are flagged sparse in the tables and left out "
+        "of the exploratory per-class comparisons",
     )
     parser.add_argument(
         "--tokenizer",
@@ -151,13 +139,7 @@ def register(subparsers: Any) -> None:
         help="prompts per language below which both verdicts are insufficient_data "
         "(default: %(default)s)",
     )
-    parser.add_argument(
-        "--interval",
-        choices=("t", "percentile"),
-        default="t",
-        help="interval method: t (bootstrap SE, t with G-1 df; Wilson for rates; measured "
-        "coverage in docs/analysis.md) or percentile (default: %(default)s)",
-    )
+    add_interval_option(parser)
     parser.add_argument(
         "--draft-cost",
         type=number_in(0.0),

@@ -133,3 +133,38 @@ def formatter() -> type[argparse.HelpFormatter]:
 def say(message: str) -> None:
     """Results of a command (where its outputs are) go to stdout."""
     print(message, file=sys.stdout)
+
+
+# The fewest bootstrap replicates run_analyze accepts (checked at parse time too).
+MIN_BOOTSTRAP = 10
+
+
+def add_bootstrap_options(parser: argparse.ArgumentParser, min_count_help: str) -> None:
+    """``--seed``, ``--bootstrap`` and ``--min-count``, as ``analyze`` reads them: a
+    command that computes its figures gives the same flags the same meaning."""
+    parser.add_argument("--seed", type=int_in(0), default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument(
+        "--bootstrap",
+        type=int_in(MIN_BOOTSTRAP),
+        default=1000,
+        metavar="N",
+        help=f"bootstrap replicates, at least {MIN_BOOTSTRAP} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-count",
+        type=positive_int,
+        default=30,
+        metavar="N",
+        help=f"{min_count_help} (default: %(default)s)",
+    )
+
+
+def add_interval_option(parser: argparse.ArgumentParser) -> None:
+    """``--interval``, as ``analyze`` reads it."""
+    parser.add_argument(
+        "--interval",
+        choices=("t", "percentile"),
+        default="t",
+        help="interval method: t (bootstrap SE, t with G-1 df; Wilson for rates; measured "
+        "coverage in docs/analysis.md) or percentile (default: %(default)s)",
+    )

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenlens.cli.analyze import MIN_BOOTSTRAP
-from tokenlens.cli.common import int_in, positive_int, say
+from tokenlens.cli.common import add_bootstrap_options, add_interval_option, say
 
 DESCRIPTION = """\
 Read the table `tokenlens request-stats` wrote (a Parquet file, or Spark's directory
@@ -46,27 +45,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--out", required=True, type=Path, metavar="FILE", help="JSON output (not overwritten)"
     )
-    parser.add_argument("--seed", type=int_in(0), default=0, help="bootstrap seed (default: 0)")
-    parser.add_argument(
-        "--bootstrap",
-        type=int_in(MIN_BOOTSTRAP),
-        default=1000,
-        metavar="N",
-        help=f"bootstrap replicates, at least {MIN_BOOTSTRAP} (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--min-count",
-        type=positive_int,
-        default=30,
-        metavar="N",
-        help="groups with fewer rows are flagged sparse (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--interval",
-        choices=("t", "percentile"),
-        default="t",
-        help="interval method, as in analyze (default: %(default)s)",
-    )
+    add_bootstrap_options(parser, "groups with fewer rows are flagged sparse")
+    add_interval_option(parser)
     parser.set_defaults(handler=run)
 
 
