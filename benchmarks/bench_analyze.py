@@ -84,7 +84,7 @@ def _counts_child(analysis: str, n_boot: int, step: str) -> None:
         got = figures(stats, by, FiguresConfig(n_boot=n_boot))
         want = json.loads((out / "summary.json").read_text("utf-8"))
         mine = got["families"][got["scope"]]
-        keys = ("acceptance", "acceptance_judged", "by_script")
+        keys = ("acceptance", "acceptance_judged", "text_per_step", "by_script")
         rows, equal = len(stats), int(all(mine[k] == want[k] for k in keys))
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -321,7 +321,8 @@ def _measure_counts(analysis: Path, n_boot: int, events: int) -> None:
         f"request-stats (DuckDB, by script): {s_wall:.1f} s, peak RSS {s_peak:.0f} MiB; "
         f"request-figures: {f_wall:.1f} s, peak RSS {f_peak:.0f} MiB (bootstrap {n_boot}); "
         f"the table has {rows_n:,} rows for {events:,} events; acceptance, "
-        f"acceptance_judged and by_script {'equal' if same else 'DIFFER FROM'} summary.json's"
+        f"acceptance_judged, text_per_step and by_script "
+        f"{'equal' if same else 'DIFFER FROM'} summary.json's"
     )
 
 

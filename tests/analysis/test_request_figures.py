@@ -71,6 +71,7 @@ def test_figures_equal_the_analysis(analysed: Path, tmp_path: Path, by: str) -> 
     assert mine[name] == want[name]
     assert mine["acceptance"] == want["acceptance"]
     assert mine["acceptance_judged"] == want["acceptance_judged"]
+    assert mine["text_per_step"] == want["text_per_step"]
     assert set(got["families"]) == set(want["families"]) and len(got["families"]) == 2
     for fam, family in got["families"].items():  # the other family too
         assert family["acceptance"] == want["families"][fam]["acceptance"]
@@ -100,7 +101,7 @@ def test_without_pairs_clusters_are_prompts_by_language(analysed: Path, tmp_path
     """Requests without a prompt pair: clusters are prompts, stratified by language, as
     the analysis makes them (its frame rule, applied here to the analysis' own rows)."""
     from tokenlens.analysis.bootstrap import Resampler
-    from tokenlens.analysis.breakdown import per_lang, rates, row_mask
+    from tokenlens.analysis.breakdown import per_lang, rates, row_mask, text_per_step
 
     stats, by = read_table(table_of(analysed, "script", tmp_path / "s.parquet"))
     unpaired = stats.assign(pair=None)
@@ -117,6 +118,8 @@ def test_without_pairs_clusters_are_prompts_by_language(analysed: Path, tmp_path
     want_judged = per_lang(tokens, rs, judged, SETTINGS.min_count)
     assert mine["acceptance_judged"] == label(want_judged, scope)
     assert mine["by_script"] == rates(tokens, rs, "script", judged, SETTINGS.min_count)
+    steps = text_per_step(tokens, rs, rows)
+    assert mine["text_per_step"] == {lang: label(per, scope) for lang, per in steps.items()}
 
 
 def label(block: dict[str, Any], family: str) -> dict[str, Any]:

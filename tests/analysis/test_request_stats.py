@@ -24,7 +24,16 @@ from tokenlens.analysis.request_stats import KEYS, StatsConfig, query, request_s
 from tokenlens.errors import TokenlensError
 
 RUNS = tuple(sorted(p for p in (REPO / "reports" / "demo" / "runs").iterdir() if p.is_dir()))
-COUNTS = ("events", "accepted", "steps", "judged", "judged_accepted", "judged_chars")
+COUNTS = (
+    "events",
+    "accepted",
+    "steps",
+    "judged",
+    "judged_accepted",
+    "judged_chars",
+    "accepted_chars",
+    "accepted_bytes",
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +71,14 @@ def counted_by_hand(shards: Path) -> list[tuple[Any, ...]]:
         judged_n=judged.astype(int),
         judged_accepted=(judged & accepted).astype(int),
         judged_chars=np.where(judged, frame["n_chars"].fillna(0).to_numpy(int), 0),
+        accepted_chars=np.where(accepted, frame["n_chars"].fillna(0).to_numpy(int), 0),
+        accepted_bytes=np.where(accepted, frame["n_bytes"].fillna(0).to_numpy(int), 0),
     )
     frame["class"] = frame["script"]
     grouped = frame.groupby([*KEYS, "class"], dropna=False, sort=False)
     sums = grouped[["events", "accepted_n", "steps", "judged_n", "judged_accepted"]].sum()
-    sums["judged_chars"] = grouped["judged_chars"].sum()
+    for name in ("judged_chars", "accepted_chars", "accepted_bytes"):
+        sums[name] = grouped[name].sum()
     out = []
     for key, row in sums.iterrows():
         key = tuple(None if isinstance(v, float) and np.isnan(v) else v for v in key)

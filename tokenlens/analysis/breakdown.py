@@ -221,26 +221,45 @@ def text_per_step(
     acceptance means very different text speed: this is the figure to compare. It
     depends on k: read it per run.
     """
-    lcode, langs = lang_codes(frame)
     accepted = frame["accepted"].to_numpy(dtype=bool)
-    all_rows = np.ones(len(frame), dtype=bool) if rows is None else rows
-    cells = rs.cells(lcode, len(langs), all_rows)
-    steps = rs.total(cells.sums((frame["position"].to_numpy() == 0).astype(np.float64)))
+    return per_step(
+        frame,
+        rs,
+        np.ones(len(frame), dtype=bool) if rows is None else rows,
+        (frame["position"].to_numpy() == 0).astype(np.float64),
+        {
+            "accepted_tokens": accepted.astype(np.float64),
+            "accepted_chars": _filled(frame, "n_chars") * accepted,
+            "accepted_bytes": _filled(frame, "n_bytes") * accepted,
+        },
+    )
+
+
+def per_step(
+    frame: pd.DataFrame,
+    rs: Resampler,
+    rows: Mask,
+    steps: npt.NDArray[np.float64],
+    totals: dict[str, npt.NDArray[np.float64]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{lang: {name: estimate}}``: each of ``totals`` (per-row values) summed over
+    ``rows`` and divided by the steps they hold (``steps``: 1 on a step's position-0
+    row, or a row's count of steps where rows are per-request counts)."""
+    lcode, langs = lang_codes(frame)
+    cells = rs.cells(lcode, len(langs), rows)
+    n_steps = rs.total(cells.sums(steps))
     g, h = rs.design_of(cells)
     out: dict[str, dict[str, dict[str, Any]]] = {lang: {} for lang in langs}
-    for name, values in (
-        ("accepted_tokens", accepted.astype(np.float64)),
-        ("accepted_chars", _filled(frame, "n_chars") * accepted),
-        ("accepted_bytes", _filled(frame, "n_bytes") * accepted),
-    ):
+    for name, values in totals.items():
         num = rs.total(cells.sums(values))
         with np.errstate(divide="ignore", invalid="ignore"):
-            point, boot = num.point / steps.point, num.boot / steps.boot
+            point, boot = num.point / n_steps.point, num.boot / n_steps.boot
         lo, hi = rs.interval(point, boot, g, h)
         for li, lang in enumerate(langs):
-            if steps.point[li] == 0:
+            if n_steps.point[li] == 0:
                 continue
-            out[lang][name] = estimate(point[li], lo[li], hi[li], int(steps.point[li])).to_json()
+            count = int(n_steps.point[li])
+            out[lang][name] = estimate(point[li], lo[li], hi[li], count).to_json()
     return {lang: block for lang, block in out.items() if block}
 
 

@@ -6,7 +6,8 @@ column, the events, accepted drafts, judged rows and their accepted drafts) hold
 everything these figures are sums of, so a fleet's counts, made by Spark where its
 traces lie, give here the figures ``tokenlens analyze`` writes for the same runs and
 settings, equal to the last digit: ``acceptance`` and ``acceptance_judged`` (vLLM's rate
-and the judged-rows rate per language) and the class's ``by_*`` table (``by_script``,
+and the judged-rows rate per language), ``text_per_step`` (accepted tokens, characters
+and bytes per verification step) and the class's ``by_*`` table (``by_script``,
 ``by_byte_length``...), per drafter family. The clusters, strata and seeded weights
 are :class:`~tokenlens.analysis.bootstrap.Resampler.from_frame`'s, rebuilt from the
 table's keys; each row of the table stands for its count of events
@@ -28,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenlens.analysis.bootstrap import DEFAULT_METHOD, Cells, Resampler, clusters_of
-from tokenlens.analysis.breakdown import per_lang, rates
+from tokenlens.analysis.breakdown import per_lang, per_step, rates
 from tokenlens.analysis.request_stats import BY, KEYS
 from tokenlens.analysis.rules import FREE, TRAINED
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
@@ -36,8 +37,10 @@ from tokenlens.arrays import F64, I64, Mask
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import write_json_atomic
 
-NEEDED = (*KEYS, "class", "events", "accepted", "judged", "judged_accepted")
-"""The table's columns these figures read."""
+NEEDED = (*KEYS, "class", "events", "accepted", "steps", "judged", "judged_accepted")
+"""The table's columns these figures read, as every request-stats wrote them."""
+ADDED = ("class_column", "accepted_chars", "accepted_bytes")
+"""Columns request-stats writes since request-figures (2026-12-05), read too."""
 
 
 @dataclass(frozen=True)
@@ -102,10 +105,11 @@ def read_table(source: str | Path) -> tuple[pd.DataFrame, str]:
         raise TokenlensError(
             f"{source}: not a table of `tokenlens request-stats` (no column {', '.join(missing)})"
         )
-    if "class_column" not in table.column_names:  # request-stats before 2026-12-05
+    if any(c not in table.column_names for c in ADDED):
         raise TokenlensError(
             f"{source}: made by an older request-stats, which did not record the class "
-            "column it counted by: run `tokenlens request-stats` on it again"
+            "column it counted by or the accepted text: run `tokenlens request-stats` "
+            "on it again"
         )
     by = {str(v) for v in table.column("class_column").unique().to_pylist()}
     if len(by) != 1 or not by <= set(BY):
@@ -113,7 +117,7 @@ def read_table(source: str | Path) -> tuple[pd.DataFrame, str]:
             f"{source}: its rows count by {', '.join(sorted(by)) or 'nothing'}; "
             "one table counts by one class column"
         )
-    frame = table.select(list(NEEDED)).to_pandas()
+    frame = table.select([*NEEDED, *ADDED[1:]]).to_pandas()
     return frame, by.pop()
 
 
@@ -132,7 +136,8 @@ def write_figures(source: str | Path, out: Path, config: FiguresConfig) -> dict[
 
 def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, Any]:
     """``{"by", "breakdown", "scope", "settings", "families": {family: {"acceptance":
-    {lang: rate}, "acceptance_judged": ..., "<breakdown>": {lang: {class: rate}}}}}``
+    {lang: rate}, "acceptance_judged": ..., "<breakdown>": {lang: {class: rate}},
+    "text_per_step": {lang: {name: estimate}}}}}``
     from the table of :func:`read_table`; ``scope`` is the family summary.json's
     top-level figures describe (the trained drafters' when present)."""
     if len(stats) == 0:
@@ -163,6 +168,15 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
         judged_frame.assign(accepted=stats["judged_accepted"].to_numpy(np.float64)[rows]),
         rs.counting(rows, stats["judged"].to_numpy(np.float64)[rows]),
     )
+
+    def column(name: str) -> F64:
+        return np.asarray(stats[name].to_numpy(np.float64), dtype=np.float64)
+
+    text = {  # breakdown.text_per_step's totals, summed per request
+        "accepted_tokens": column("accepted"),
+        "accepted_chars": column("accepted_chars"),
+        "accepted_bytes": column("accepted_bytes"),
+    }
     out: dict[str, dict[str, Any]] = {}
     for family in (TRAINED, FREE):
         all_rows = events[0]["family"].to_numpy() == family
@@ -173,12 +187,14 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
             "acceptance": per_lang(*events, all_rows, config.min_count),
             "acceptance_judged": per_lang(*judged, judged_mask, config.min_count),
             name: rates(*judged, by, judged_mask, config.min_count),
+            "text_per_step": per_step(*events, all_rows, column("steps"), text),
         }
         ks = sorted({int(k) for k in events[0]["k"].to_numpy()[all_rows]})
         if len(ks) >= 2:  # summarize.label_pooled's labels
-            for key in ("acceptance", "acceptance_judged"):
-                for rate in block[key].values():
-                    rate.update(pooled_over_k=ks, family=family)
+            pooled = [*block["acceptance"].values(), *block["acceptance_judged"].values()]
+            pooled += [f for per in block["text_per_step"].values() for f in per.values()]
+            for figure in pooled:
+                figure.update(pooled_over_k=ks, family=family)
         out[family] = block
     if not out:
         raise TokenlensError(f"no row of the {TRAINED} or {FREE} drafter family")

@@ -39,6 +39,10 @@ SELECT
   COUNT(*) AS events,
   CAST(SUM(CASE WHEN accepted THEN 1 ELSE 0 END) AS BIGINT) AS accepted,
   CAST(SUM(CASE WHEN position = 0 THEN 1 ELSE 0 END) AS BIGINT) AS steps,
+  CAST(SUM(CASE WHEN accepted THEN COALESCE(n_chars, 0) ELSE 0 END) AS BIGINT)
+    AS accepted_chars,
+  CAST(SUM(CASE WHEN accepted THEN COALESCE(n_bytes, 0) ELSE 0 END) AS BIGINT)
+    AS accepted_bytes,
   CAST(SUM(CASE WHEN judged AND script IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS judged,
   CAST(SUM(CASE WHEN judged AND script IS NOT NULL AND accepted THEN 1 ELSE 0 END)
     AS BIGINT) AS judged_accepted,

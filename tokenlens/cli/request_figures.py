@@ -12,11 +12,12 @@ DESCRIPTION = """\
 Read the table `tokenlens request-stats` wrote (a Parquet file, or Spark's directory
 of parts, copied to this machine) and compute, per drafter family, the figures that are
 sums of its counts: acceptance per language (vLLM's rate: accepted / all drafts), the
-judged-rows rate, and the table's class breakdown (by_script, by_pos, by_byte_length...,
-judged rows only), each with the prompt-clustered bootstrap interval of `tokenlens
-analyze`. With analyze's --seed, --bootstrap, --min-count and --interval, the figures
-equal those of summary.json for the same runs, to the last digit (the scope family's
-at its top level, e.g. acceptance and by_script; every family's under families and
+judged-rows rate, accepted tokens, characters and bytes per verification step, and the
+table's class breakdown (by_script, by_pos, by_byte_length..., judged rows only), each
+with the prompt-clustered bootstrap interval of `tokenlens analyze`. With analyze's
+--seed, --bootstrap, --min-count and --interval, the figures equal those of
+summary.json for the same runs, to the last digit (the scope family's at its top level,
+e.g. acceptance, text_per_step and by_script; every family's under families and
 byte_length): a fleet's traces are counted where they lie and read here, in the memory
 of the table, not of its events.
 """
@@ -34,7 +35,8 @@ def register(subparsers: Any) -> None:
     """Add the ``request-figures`` subcommand to the root parser's subparsers."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "request-figures",
-        help="acceptance and a class breakdown, with intervals, from request-stats' table",
+        help="acceptance, text per step and a class breakdown, with intervals, from "
+        "request-stats' table",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
