@@ -1,5 +1,5 @@
-"""Figures from per-request counts: ``request-stats``' table -> acceptance and one
-class breakdown per drafter family, with the analysis' own bootstrap.
+"""Figures from per-request counts: ``request-stats``' table -> acceptance, text per
+step and one class breakdown per drafter family, with the analysis' own bootstrap.
 
 The table (:mod:`~tokenlens.analysis.request_stats`: per run, request and class of one
 column, the events, accepted drafts, judged rows and their accepted drafts) holds
