@@ -37,9 +37,13 @@ pytestmark = pytest.mark.vllm
 PROMPTS = [
     {"id": f"{lang}-{i}", "lang": lang, "pair": f"p{i}",
      "text": f"富士山について{i}文で。" if lang == "ja" else f"Mount Fuji in {i} sentences."}
-    for i in range(1, 4)
+    for i in range(1, 7)
     for lang in ("ja", "en")
 ]  # fmt: skip
+# Twelve requests, so that neither kill can come after the last one has finished: on a
+# fast machine a 256-token request of the tiny model takes about a second, and with six
+# the first trace once finished four before its engine died, leaving the first resume
+# only two, both done before its kill (CI, 2026-12-05).
 # The trace as `tokenlens trace` runs it (the CLI has no --ignore-eos): errors as one
 # line on stderr, a non-zero exit.
 TRACE = """
