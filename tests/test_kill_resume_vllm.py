@@ -40,10 +40,9 @@ PROMPTS = [
     for i in range(1, 7)
     for lang in ("ja", "en")
 ]  # fmt: skip
-# Twelve requests, so that neither kill can come after the last one has finished: on a
-# fast machine a 256-token request of the tiny model takes about a second, and with six
-# the first trace once finished four before its engine died, leaving the first resume
-# only two, both done before its kill (CI, 2026-12-05).
+# Twelve requests, so that neither kill can come after the last one has finished: with
+# six, on a fast machine, the first resume once finished every request left to it
+# before its kill landed, and the last resume had nothing to do (CI, 2026-12-05).
 # The trace as `tokenlens trace` runs it (the CLI has no --ignore-eos): errors as one
 # line on stderr, a non-zero exit.
 TRACE = """
