@@ -225,8 +225,9 @@ def main() -> None:
         "--request-figures",
         action="store_true",
         help="then count the analysis' rows per request with request-stats (DuckDB) and "
-        "compute acceptance and by_script from the counts (request-figures): time, peak "
-        "memory, and whether they equal summary.json's",
+        "compute acceptance, acceptance_judged, text_per_step and by_script from the "
+        "counts (request-figures): time, peak memory, and whether they equal "
+        "summary.json's",
     )
     parser.add_argument("--counts-child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
