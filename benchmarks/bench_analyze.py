@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -83,12 +84,28 @@ def _counts_child(analysis: str, n_boot: int, step: str) -> None:
         stats, by = read_table(out / "requests.parquet")
         got = figures(stats, by, FiguresConfig(n_boot=n_boot))
         want = json.loads((out / "summary.json").read_text("utf-8"))
-        mine = got["families"][got["scope"]]
-        keys = ("acceptance", "acceptance_judged", "text_per_step", "by_script")
-        rows, equal = len(stats), int(all(mine[k] == want[k] for k in keys))
+        rows, equal = len(stats), int(_same_figures(got, want))
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"{wall:.3f} {peak} {rows} {equal}")
+
+
+def _same_figures(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Whether request-figures' ``got`` holds summary.json's values: the scope family's
+    top-level rates and ``by_script``, every family's rates and gaps, the gap section's
+    estimates, and every run's rates, text per step and gaps."""
+    mine = got["families"][got["scope"]]
+    keys = ("acceptance", "acceptance_judged", "text_per_step", "by_script")
+    same = all(mine[k] == want[k] for k in keys)
+    per_family = ("acceptance", "acceptance_judged", "gap_judged", "gap_all")
+    for name, family in got["families"].items():
+        same &= all(family[k] == want["families"][name][k] for k in per_family)
+    same &= all(got["gap"][k] == want["gap"][k] for k in ("overall", "judged", "relative_judged"))
+    runs = {run["label"]: run for run in want["runs"]}
+    per_run = ("acceptance", "acceptance_judged", "text_per_step", "gap", "relative_gap_judged")
+    for run in got["runs"]:
+        same &= all(run[k] == runs[run["run"]][k] for k in per_run)
+    return same and len(got["runs"]) == len(runs)
 
 
 def _analyze_child(paths: list[str], out: str, n_boot: int, jobs: int | None) -> None:
@@ -322,8 +339,8 @@ def _measure_counts(analysis: Path, n_boot: int, events: int) -> None:
         f"request-stats (DuckDB, by script): {s_wall:.1f} s, peak RSS {s_peak:.0f} MiB; "
         f"request-figures: {f_wall:.1f} s, peak RSS {f_peak:.0f} MiB (bootstrap {n_boot}); "
         f"the table has {rows_n:,} rows for {events:,} events; acceptance, "
-        f"acceptance_judged, text_per_step and by_script "
-        f"{'equal' if same else 'DIFFER FROM'} summary.json's"
+        f"acceptance_judged, text_per_step, by_script, the gaps (families, gap section) "
+        f"and every run's rates and gaps {'equal' if same else 'DIFFER FROM'} summary.json's"
     )
 
 

@@ -22,6 +22,8 @@ from tokenlens.analysis.request_figures import (
     read_table,
     write_figures,
 )
+from tokenlens.analysis.request_gaps import LENGTH
+from tokenlens.analysis.request_runs import POSITION
 from tokenlens.analysis.request_stats import BY, StatsConfig, request_stats
 from tokenlens.errors import TokenlensError
 
@@ -56,7 +58,7 @@ def summary(analysed: Path) -> dict[str, Any]:
     return loaded
 
 
-@pytest.mark.parametrize("by", BY)
+@pytest.mark.parametrize("by", [b for b in BY if b not in (LENGTH, POSITION)])
 def test_figures_equal_the_analysis(analysed: Path, tmp_path: Path, by: str) -> None:
     stats, column = read_table(table_of(analysed, by, tmp_path / "s.parquet"))
     assert column == by
@@ -74,8 +76,12 @@ def test_figures_equal_the_analysis(analysed: Path, tmp_path: Path, by: str) -> 
     assert mine["text_per_step"] == want["text_per_step"]
     assert set(got["families"]) == set(want["families"]) and len(got["families"]) == 2
     for fam, family in got["families"].items():  # the other family too
-        assert family["acceptance"] == want["families"][fam]["acceptance"]
-        assert family["acceptance_judged"] == want["families"][fam]["acceptance_judged"]
+        for key in ("acceptance", "acceptance_judged", "gap_judged", "gap_all"):
+            assert family[key] == want["families"][fam][key], (fam, key)
+        assert "gap_length_standardised" not in family  # counted by byte length only
+    for key in ("family", "overall", "judged", "relative_judged"):
+        assert got["gap"][key] == want["gap"][key], key
+    assert got["gap"]["decomposition"] == {}
     # intervals were drawn, not left out, and the rates pooled over k say so
     assert any(r["ci_low"] is not None for r in mine[name]["ja"].values())
     assert mine["acceptance"]["ja"]["pooled_over_k"] == [1, 2, 3, 4, 5]
@@ -87,6 +93,54 @@ def test_every_family_byte_length_equals_the_analysis(analysed: Path, tmp_path: 
     want = summary(analysed)
     for name, family in got["families"].items():
         assert family["by_byte_length"] == want["byte_length"][name]["rates"]
+
+
+def test_counts_by_byte_length_give_the_length_standardised_gap(
+    analysed: Path, tmp_path: Path
+) -> None:
+    """``--by n_bytes``: every family's length-standardised gap (its split, both
+    standards) and the gap section's split by byte length, as the analysis wrote them;
+    no class table (summary.json has none by exact byte length)."""
+    stats, by = read_table(table_of(analysed, LENGTH, tmp_path / "n.parquet"))
+    assert by == LENGTH
+    got = figures(stats, by, SETTINGS)
+    want = summary(analysed)
+    assert got["breakdown"] is None
+    for fam, family in got["families"].items():
+        standardised = family["gap_length_standardised"]
+        assert standardised == want["families"][fam]["gap_length_standardised"], fam
+        assert standardised["by_standard"]["japanese"]["ci_low"] is not None
+        assert family["gap_judged"] == want["families"][fam]["gap_judged"]
+        assert not any(key.startswith("by_") for key in family)
+    split = want["gap"]["decomposition"]["byte_length"]
+    assert got["gap"]["decomposition"] == {"byte_length": split}
+    assert got["gap"]["judged"] == want["gap"]["judged"]
+
+
+RUN_FIGURES = ("acceptance", "acceptance_judged", "text_per_step", "gap", "relative_gap_judged")
+
+
+@pytest.mark.parametrize("by", ["script", POSITION])
+def test_every_run_equals_the_analysis(analysed: Path, tmp_path: Path, by: str) -> None:
+    """Per run (one drafter and k, never pooled): the rates, text per step and gaps of
+    summary.json's ``runs[]``; by position, its rates by draft position too (vLLM's
+    per-draft rate, the steps, the conditional rate over the rows that reached p)."""
+    stats, column = read_table(table_of(analysed, by, tmp_path / "r.parquet"))
+    got = {block["run"]: block for block in figures(stats, column, SETTINGS)["runs"]}
+    want = {run["label"]: run for run in summary(analysed)["runs"]}
+    assert set(got) == set(want) and len(got) == 10
+    for label, run in want.items():
+        mine = got[label]
+        assert (mine["method"], mine["k"]) == (run["method"], run["k"])
+        for key in RUN_FIGURES:
+            assert mine[key] == run[key], (label, key)
+        if by == POSITION:
+            assert mine["by_position"] == run["by_position"], label
+            assert mine["by_position_conditional"] == run["by_position_conditional"], label
+            assert len(mine["by_position"]["ja"]) == run["k"]
+        else:
+            assert "by_position" not in mine
+    assert any(run["gap"]["ci_low"] is not None for run in got.values())
 
 
 def test_another_seed_gives_other_intervals(analysed: Path, tmp_path: Path) -> None:
@@ -102,6 +156,7 @@ def test_without_pairs_clusters_are_prompts_by_language(analysed: Path, tmp_path
     the analysis makes them (its frame rule, applied here to the analysis' own rows)."""
     from tokenlens.analysis.bootstrap import Resampler
     from tokenlens.analysis.breakdown import per_lang, rates, row_mask, text_per_step
+    from tokenlens.analysis.gap import gap
 
     stats, by = read_table(table_of(analysed, "script", tmp_path / "s.parquet"))
     unpaired = stats.assign(pair=None)
@@ -120,6 +175,9 @@ def test_without_pairs_clusters_are_prompts_by_language(analysed: Path, tmp_path
     assert mine["by_script"] == rates(tokens, rs, "script", judged, SETTINGS.min_count)
     steps = text_per_step(tokens, rs, rows)
     assert mine["text_per_step"] == {lang: label(per, scope) for lang, per in steps.items()}
+    labels = {"pooled_over_k": [1, 2, 3, 4, 5], "family": scope}
+    assert mine["gap_judged"] == {**gap(tokens, rs, judged), **labels}
+    assert mine["gap_all"] == {**gap(tokens, rs, rows), **labels}
 
 
 def label(block: dict[str, Any], family: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ COUNTS = (
     "judged_chars",
     "accepted_chars",
     "accepted_bytes",
+    "reached",
 )
 
 
@@ -58,7 +59,7 @@ def rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return sorted(records, key=lambda r: tuple((v is not None, v) for v in r))
 
 
-def counted_by_hand(shards: Path) -> list[tuple[Any, ...]]:
+def counted_by_hand(shards: Path, by: str = "script") -> list[tuple[Any, ...]]:
     """The same counts, row by row from the parquet files, without SQL."""
     files = sorted(shards.rglob("*.parquet"))
     frame = pa.concat_tables([pq.read_table(f, partitioning=None) for f in files]).to_pandas()
@@ -73,11 +74,12 @@ def counted_by_hand(shards: Path) -> list[tuple[Any, ...]]:
         judged_chars=np.where(judged, frame["n_chars"].fillna(0).to_numpy(int), 0),
         accepted_chars=np.where(accepted, frame["n_chars"].fillna(0).to_numpy(int), 0),
         accepted_bytes=np.where(accepted, frame["n_bytes"].fillna(0).to_numpy(int), 0),
+        reached=frame["judged"].to_numpy(bool).astype(int),
     )
-    frame["class"] = frame["script"]
+    frame["class"] = frame[by]
     grouped = frame.groupby([*KEYS, "class"], dropna=False, sort=False)
     sums = grouped[["events", "accepted_n", "steps", "judged_n", "judged_accepted"]].sum()
-    for name in ("judged_chars", "accepted_chars", "accepted_bytes"):
+    for name in ("judged_chars", "accepted_chars", "accepted_bytes", "reached"):
         sums[name] = grouped[name].sum()
     out = []
     for key, row in sums.iterrows():
@@ -86,11 +88,12 @@ def counted_by_hand(shards: Path) -> list[tuple[Any, ...]]:
     return sorted(out, key=lambda r: tuple((v is not None, v) for v in r))
 
 
-def test_duckdb_gives_the_counts_of_the_rows(shards: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("by", ["script", "n_bytes", "position"])  # labels, numbers
+def test_duckdb_gives_the_counts_of_the_rows(shards: Path, tmp_path: Path, by: str) -> None:
     pytest.importorskip("duckdb")
-    table = request_stats(StatsConfig(str(shards), str(tmp_path / "stats.parquet")))
+    table = request_stats(StatsConfig(str(shards), str(tmp_path / "stats.parquet"), by=by))
     assert table is not None and table.num_rows > 0
-    assert rows(table) == counted_by_hand(shards)
+    assert rows(table) == counted_by_hand(shards, by)
     assert rows(pq.read_table(tmp_path / "stats.parquet", partitioning=None)) == rows(table)
     # per request x class: several classes per request, never a request in two runs
     assert table.num_rows > len(set(table.column("request_id").to_pylist()))
@@ -101,12 +104,13 @@ def test_duckdb_gives_the_counts_of_the_rows(shards: Path, tmp_path: Path) -> No
 def test_spark_runs_the_same_query_and_gives_the_same_table(shards: Path, tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     pytest.importorskip("duckdb")
-    out = tmp_path / "spark"
-    spark = request_stats(StatsConfig(str(shards), str(out), engine="spark"))
-    local = request_stats(StatsConfig(str(shards), str(tmp_path / "d.parquet")))
-    assert spark is not None and local is not None
-    assert rows(spark) == rows(local)
-    assert list(out.glob("part-*.parquet"))  # what a cluster's workers would leave
+    for by in ("script", "n_bytes"):  # a label, and a number
+        out = tmp_path / f"spark-{by}"
+        spark = request_stats(StatsConfig(str(shards), str(out), engine="spark", by=by))
+        local = request_stats(StatsConfig(str(shards), str(tmp_path / f"{by}.parquet"), by=by))
+        assert spark is not None and local is not None
+        assert rows(spark) == rows(local), by
+        assert list(out.glob("part-*.parquet"))  # what a cluster's workers would leave
 
 
 def test_only_the_listed_classes_and_engines() -> None:

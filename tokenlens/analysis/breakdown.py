@@ -176,7 +176,11 @@ def by_position(frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int) 
 
 
 def positions(
-    frame: pd.DataFrame, rs: Resampler, rows: Mask, min_count: int
+    frame: pd.DataFrame,
+    rs: Resampler,
+    rows: Mask,
+    min_count: int,
+    reached: tuple[pd.DataFrame, Resampler, Mask] | None = None,
 ) -> tuple[dict[str, dict[str, PositionRate]], RateTable]:
     """Acceptance by draft position of one run configuration (method, k), over the steps
     that proposed a draft at p: ``(unconditional, conditional)``, each ``{lang:
@@ -186,13 +190,19 @@ def positions(
     - unconditional: accepted at p / steps with a draft at p (p accepted implies 0..p-1
       accepted), with ``per_draft`` (accepted at p / all the run's steps, vLLM's
       per-position counter over ``num_drafts``) and ``drafts`` (those steps);
-    - conditional: accepted at p / steps that reached p (the judged rows at p).
+    - conditional: accepted at p / steps that reached p (the judged rows at p), or
+      over ``reached`` (a frame, its resampler and rows: those rows, where the rows of
+      ``frame`` are counts that do not say how many of them reached p).
+
+    Steps are counted through ``rs`` (:meth:`Resampler.cells`), so rows that stand for
+    several events (:class:`~tokenlens.analysis.request_figures.CountedResampler`)
+    count as those events.
     """
     unconditional = rate_table(frame, rs, "position", rows, min_count)
     per_draft = by_position(frame, rs, rows, min_count)
     lcode, langs = lang_codes(frame)
-    first = rows & (frame["position"].to_numpy() == 0)
-    steps = np.bincount(lcode[first & (lcode >= 0)], minlength=len(langs))
+    first = rows & (frame["position"].to_numpy() == 0) & (lcode >= 0)
+    steps = rs.cells(lcode, len(langs), first).counts().sum(axis=0)
     typed = {
         lang: {
             p: PositionRate.from_rate(
@@ -205,8 +215,9 @@ def positions(
         for li, lang in enumerate(langs)
         if lang in unconditional
     }
-    reached = rows & frame["judged"].to_numpy(dtype=bool)
-    conditional = rate_table(frame, rs, "position", reached, min_count)
+    if reached is None:
+        reached = (frame, rs, rows & frame["judged"].to_numpy(dtype=bool))
+    conditional = rate_table(reached[0], reached[1], "position", reached[2], min_count)
     return typed, conditional
 
 

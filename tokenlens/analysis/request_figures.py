@@ -19,7 +19,7 @@ Memory is that of the table (a few rows per request and class), not of the event
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,9 @@ import pyarrow.parquet as pq
 
 from tokenlens.analysis.bootstrap import DEFAULT_METHOD, Cells, Resampler, clusters_of
 from tokenlens.analysis.breakdown import per_lang, per_step, rates
+from tokenlens.analysis.decompose import Support
+from tokenlens.analysis.request_gaps import LENGTH, family_gaps, gap_block
+from tokenlens.analysis.request_runs import POSITION, CountedRows, run_blocks
 from tokenlens.analysis.request_stats import BY, KEYS
 from tokenlens.analysis.rules import FREE, TRAINED
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
@@ -41,6 +44,8 @@ NEEDED = (*KEYS, "class", "events", "accepted", "steps", "judged", "judged_accep
 """The table's columns these figures read, as every request-stats wrote them."""
 ADDED = ("class_column", "accepted_chars", "accepted_bytes")
 """Columns request-stats writes since request-figures (2026-12-05), read too."""
+LATER = ("reached",)
+"""Columns of a later request-stats, read where present (a table by position has them)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class FiguresConfig:
     n_boot: int = 1000
     min_count: int = 30
     interval: str = DEFAULT_METHOD
+    support: Support = field(default_factory=Support)
 
 
 class CountedCells(Cells):
@@ -117,7 +123,8 @@ def read_table(source: str | Path) -> tuple[pd.DataFrame, str]:
             f"{source}: its rows count by {', '.join(sorted(by)) or 'nothing'}; "
             "one table counts by one class column"
         )
-    frame = table.select([*NEEDED, *ADDED[1:]]).to_pandas()
+    extra = [c for c in LATER if c in table.column_names]  # older tables lack them
+    frame = table.select([*NEEDED, *ADDED[1:], *extra]).to_pandas()
     return frame, by.pop()
 
 
@@ -135,11 +142,14 @@ def write_figures(source: str | Path, out: Path, config: FiguresConfig) -> dict[
 
 
 def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, Any]:
-    """``{"by", "breakdown", "scope", "settings", "families": {family: {"acceptance":
-    {lang: rate}, "acceptance_judged": ..., "<breakdown>": {lang: {class: rate}},
-    "text_per_step": {lang: {name: estimate}}}}}``
-    from the table of :func:`read_table`; ``scope`` is the family summary.json's
-    top-level figures describe (the trained drafters' when present)."""
+    """``{"by", "breakdown", "scope", "settings", "families", "gap", "runs"}`` from the
+    table of :func:`read_table`: per drafter family (``families``), ``acceptance``,
+    ``acceptance_judged``, the class breakdown (``breakdown`` names it, None for a
+    table by byte length or position), ``text_per_step`` and the gaps
+    (:func:`~tokenlens.analysis.request_gaps.family_gaps`); ``gap``, summary.json's
+    section of that name for the primary family (``scope``: trained drafters when
+    present), less what needs rows; ``runs``, one block per run
+    (:func:`~tokenlens.analysis.request_runs.run_blocks`)."""
     if len(stats) == 0:
         raise TokenlensError("the table has no rows: nothing to count")
     name = _breakdown(by)
@@ -156,54 +166,90 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
     }
     rs.row_weight = np.ones(len(cluster))  # each row one event until counting() says
     frame = _frame(stats, by)
-    events = (
-        frame.assign(accepted=stats["accepted"].to_numpy(np.float64)),
-        rs.counting(np.ones(len(stats), dtype=bool), stats["events"].to_numpy(np.float64)),
-    )
-    # every judged row counts in acceptance_judged; those without a class (no BPE
-    # rank, say) are left out of the breakdown alone (its group codes: -1)
-    rows = stats["judged"].to_numpy() > 0
-    judged_frame = frame[rows].reset_index(drop=True)
-    judged = (
-        judged_frame.assign(accepted=stats["judged_accepted"].to_numpy(np.float64)[rows]),
-        rs.counting(rows, stats["judged"].to_numpy(np.float64)[rows]),
-    )
 
     def column(name: str) -> F64:
         return np.asarray(stats[name].to_numpy(np.float64), dtype=np.float64)
 
+    def counted(weight: str, accepted: str) -> CountedRows:
+        """The table's rows with a count in ``weight``, each standing for that many."""
+        keep = column(weight) > 0
+        rows = frame[keep].reset_index(drop=True).assign(accepted=column(accepted)[keep])
+        return CountedRows(rows, rs.counting(keep, column(weight)[keep]), keep)
+
+    events = counted("events", "accepted")
+    # every judged row counts in acceptance_judged; those without a class (no BPE
+    # rank, say) are left out of the breakdown alone (its group codes: -1)
+    judged = counted("judged", "judged_accepted")
+    # every accepted draft was judged: accepted among the rows that reached p
+    reached = counted("reached", "accepted") if by == POSITION else None
     text = {  # breakdown.text_per_step's totals, summed per request
         "accepted_tokens": column("accepted"),
         "accepted_chars": column("accepted_chars"),
         "accepted_bytes": column("accepted_bytes"),
     }
+    family_of = _text(stats["family"])
     out: dict[str, dict[str, Any]] = {}
+    gap: dict[str, Any] | None = None
     for family in (TRAINED, FREE):
-        all_rows = events[0]["family"].to_numpy() == family
-        if not all_rows.any():
+        mine = family_of == family
+        if not mine.any():
             continue
-        judged_mask = judged[0]["family"].to_numpy() == family
+        rows = (events.of(mine), judged.of(mine))
         block = {
-            "acceptance": per_lang(*events, all_rows, config.min_count),
-            "acceptance_judged": per_lang(*judged, judged_mask, config.min_count),
-            name: rates(*judged, by, judged_mask, config.min_count),
-            "text_per_step": per_step(*events, all_rows, column("steps"), text),
+            "acceptance": per_lang(events.frame, events.rs, rows[0], config.min_count),
+            "acceptance_judged": per_lang(judged.frame, judged.rs, rows[1], config.min_count),
         }
-        ks = sorted({int(k) for k in events[0]["k"].to_numpy()[all_rows]})
+        if name is not None:
+            block[name] = rates(judged.frame, judged.rs, by, rows[1], config.min_count)
+        block["text_per_step"] = per_step(
+            events.frame, events.rs, rows[0], column("steps")[events.keep], text_of(text, events)
+        )
+        ks = sorted({int(k) for k in events.frame["k"].to_numpy()[rows[0]]})
         if len(ks) >= 2:  # summarize.label_pooled's labels
             pooled = [*block["acceptance"].values(), *block["acceptance_judged"].values()]
             pooled += [f for per in block["text_per_step"].values() for f in per.values()]
             for figure in pooled:
                 figure.update(pooled_over_k=ks, family=family)
+        block.update(family_gaps(events, judged, rows, by, config.support, ks, family))
         out[family] = block
+        if gap is None:  # the first family found: trained drafters when present
+            gap = gap_block(events, judged, rows, by, config.support, family)
     if not out:
         raise TokenlensError(f"no row of the {TRAINED} or {FREE} drafter family")
     scope = TRAINED if TRAINED in out else FREE
-    return {"by": by, "breakdown": name, "scope": scope, "settings": settings, "families": out}
+    run_of = _text(stats["run"])
+    runs = run_blocks(
+        sorted(set(run_of)),
+        run_of,
+        events,
+        judged,
+        reached,
+        column("steps")[events.keep],
+        text_of(text, events),
+        config.min_count,
+    )
+    return {
+        "by": by,
+        "breakdown": name,
+        "scope": scope,
+        "settings": settings,
+        "families": out,
+        "gap": gap,
+        "runs": runs,
+    }
 
 
-def _breakdown(by: str) -> str:
-    """The ``by_*`` name summary.json gives the breakdown of class column ``by``."""
+def text_of(text: dict[str, F64], rows: CountedRows) -> dict[str, F64]:
+    """Per-table-row sums as arrays of ``rows``' own rows."""
+    return {name: values[rows.keep] for name, values in text.items()}
+
+
+def _breakdown(by: str) -> str | None:
+    """The ``by_*`` name summary.json gives the breakdown of class column ``by`` (None
+    for :data:`~tokenlens.analysis.request_gaps.LENGTH`, whose counts give the
+    length-standardised gap, not a table)."""
+    if by in (LENGTH, POSITION):
+        return None
     for c in TOKEN_CLASSES:
         if c.column == by and c.breakdown is not None:
             return c.breakdown
@@ -218,6 +264,7 @@ def _frame(stats: pd.DataFrame, by: str) -> pd.DataFrame:
             "lang": _text(stats["lang"]),
             by: stats["class"].to_numpy(dtype=object),
             "family": _text(stats["family"]),
+            "method": _text(stats["method"]),
             "k": stats["k"].to_numpy(),
         }
     )

@@ -2,8 +2,9 @@
 machine or by Spark SQL on a cluster (the optional ``distributed`` extra).
 
 Every interval of the analysis resamples whole prompt pairs, so what a figure needs of
-a request is a handful of counts: its events, accepted drafts, steps, judged rows and
-the text they emitted, per class of one column (:data:`BY`). :data:`QUERY` computes
+a request is a handful of counts: its events, accepted drafts, steps, judged rows (those
+whose token has classes; ``reached``: every row the target judged) and the text they
+emitted, per class of one column (:data:`BY`). :data:`QUERY` computes
 them from ``tokens.parquet`` rows (``tokenlens analyze`` writes them; a directory of
 such files, partitioned or not, is read as one table), grouped by run, request and
 class: a table orders of magnitude smaller than the rows, and the same text for both
@@ -23,8 +24,20 @@ import pyarrow as pa
 
 from tokenlens.errors import TokenlensError
 
-BY = ("script", "pos", "boundary", "particle_type", "rank_bucket", "bytes_bucket", "conf_bucket")
-"""The class columns a query may split requests by (one per query)."""
+BY = (
+    "script",
+    "pos",
+    "boundary",
+    "particle_type",
+    "rank_bucket",
+    "bytes_bucket",
+    "conf_bucket",
+    "n_bytes",
+    "position",
+)
+"""The class columns a query may split requests by (one per query); ``n_bytes``, the
+token's UTF-8 byte length, gives ``request-figures`` the length-standardised gap, and
+``position``, the draft position, its acceptance by position."""
 
 ENGINES = ("duckdb", "spark")
 
@@ -49,7 +62,8 @@ SELECT
   CAST(SUM(CASE WHEN judged AND script IS NOT NULL THEN n_chars ELSE 0 END) AS BIGINT)
     AS judged_chars,
   CAST(SUM(CASE WHEN judged AND script IS NOT NULL THEN n_bytes ELSE 0 END) AS BIGINT)
-    AS judged_bytes
+    AS judged_bytes,
+  CAST(SUM(CASE WHEN judged THEN 1 ELSE 0 END) AS BIGINT) AS reached
 FROM tokens
 GROUP BY {keys}, {by}
 ORDER BY run, request_id, class NULLS LAST

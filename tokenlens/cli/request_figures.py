@@ -1,4 +1,4 @@
-"""``tokenlens request-figures``: acceptance and one class breakdown from per-request counts."""
+"""``tokenlens request-figures``: rates, gaps and one class breakdown from per-request counts."""
 
 from __future__ import annotations
 
@@ -10,16 +10,21 @@ from tokenlens.cli.common import add_bootstrap_options, add_interval_option, say
 
 DESCRIPTION = """\
 Read the table `tokenlens request-stats` wrote (a Parquet file, or Spark's directory
-of parts, copied to this machine) and compute, per drafter family, the figures that are
-sums of its counts: acceptance per language (vLLM's rate: accepted / all drafts), the
-judged-rows rate, accepted tokens, characters and bytes per verification step, and the
-table's class breakdown (by_script, by_pos, by_byte_length..., judged rows only), each
-with the prompt-clustered bootstrap interval of `tokenlens analyze`. With analyze's
---seed, --bootstrap, --min-count and --interval, the figures equal those of
-summary.json for the same runs, to the last digit (the scope family's at its top level,
-e.g. acceptance, text_per_step and by_script; every family's under families and
-byte_length): a fleet's traces are counted where they lie and read here, in the memory
-of the table, not of its events.
+of parts, copied to this machine) and compute the figures that are sums of its counts,
+each with the prompt-clustered bootstrap interval of `tokenlens analyze`:
+- per drafter family (pooled over k, labelled so): acceptance per language (vLLM's
+  rate: accepted / all drafts), the judged-rows rate, accepted tokens, characters and
+  bytes per verification step, and the Japanese - English gap (all drafts, judged rows);
+- per run (one drafter and k): the same rates, text per step and gaps;
+- the primary family's gap section (overall, judged, relative);
+- by the table's class column: its breakdown (by_script, by_pos, by_byte_length...,
+  judged rows), or with --by n_bytes the gap with token byte length standardised away
+  (and its split by length), or with --by position the rates by draft position per run.
+With analyze's --seed, --bootstrap, --min-count and --interval, the figures equal those
+of summary.json for the same runs, to the last digit: a fleet's traces are counted
+where they lie and read here, in the memory of the table, not of its events. Not
+given: the verdicts, the decomposition by token class, the confidence split, the H2
+contrast, the exploration and the logistic model (they need the rows: analyze).
 """
 
 EPILOG = """\
@@ -35,7 +40,7 @@ def register(subparsers: Any) -> None:
     """Add the ``request-figures`` subcommand to the root parser's subparsers."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "request-figures",
-        help="acceptance, text per step and a class breakdown, with intervals, from "
+        help="rates, gaps, text per step and a class breakdown, with intervals, from "
         "request-stats' table",
         description=DESCRIPTION,
         epilog=EPILOG,

@@ -17,12 +17,19 @@ such files, e.g. one analysis per shard of a fleet's traces, is read as one tabl
 SQL, in local mode (--master local[N]) or on a cluster (--master spark://HOST:7077,
 yarn, k8s://...; SOURCE and --out then name storage every worker reads, e.g. s3a:// or
 hdfs://). Needs the optional extra: pip install 'tokenlens[distributed]'.
+
+--by picks the class column one table counts by; `tokenlens request-figures` reads
+the table and gives, whatever the column, the rates, text per step and gaps per
+drafter family and per run, and by the column: a token-class breakdown (script, pos,
+boundary, particle_type, rank_bucket, bytes_bucket, conf_bucket), the gap with token
+byte length standardised away (n_bytes), or the rates by draft position (position).
 """
 
 EPILOG = """\
 examples:
   tokenlens request-stats out/dm3/tokens.parquet --out out/dm3/requests.parquet
   tokenlens request-stats out/fleet/ --by pos --out out/fleet-pos.parquet
+  tokenlens request-stats out/fleet/ --by n_bytes --out out/fleet-length.parquet
   tokenlens request-stats s3a://traces/tokens/ --engine spark \\
       --master spark://head:7077 --out s3a://traces/request-stats/
 """
