@@ -66,8 +66,9 @@ def _write_runs(root: Path, events: int, seed: int) -> list[Path]:
 
 def _counts_child(analysis: str, n_boot: int, step: str) -> None:
     """One step of the fleet path on an analysis' tokens.parquet, in this process:
-    ``stats``, ``request-stats`` (DuckDB, by script) writing requests.parquet beside
-    it; ``figures``, ``request-figures`` of that table, checked against summary.json.
+    ``stats``, ``request-stats`` (DuckDB, by script) writing its table beside it;
+    ``figures``, ``request-figures`` of that table, checked against summary.json;
+    ``conf-stats`` and ``conf-figures``, the same by confidence (the verdicts).
     Prints the wall time, the peak RSS, and for ``figures`` the table's rows and
     whether the figures are equal."""
     import json
@@ -78,13 +79,16 @@ def _counts_child(analysis: str, n_boot: int, step: str) -> None:
     out = Path(analysis)
     start = time.perf_counter()
     rows, equal = 0, 1
-    if step == "stats":
-        request_stats(StatsConfig(str(out / "tokens.parquet"), str(out / "requests.parquet")))
+    by = "confidence" if step.startswith("conf") else "script"
+    table = out / f"requests-{by}.parquet"
+    if step in ("stats", "conf-stats"):
+        request_stats(StatsConfig(str(out / "tokens.parquet"), str(table), by=by))
     else:
-        stats, by = read_table(out / "requests.parquet")
+        stats, by = read_table(table)
         got = figures(stats, by, FiguresConfig(n_boot=n_boot))
         want = json.loads((out / "summary.json").read_text("utf-8"))
-        rows, equal = len(stats), int(_same_figures(got, want))
+        same = _same_verdicts(got, want) if by == "confidence" else _same_figures(got, want)
+        rows, equal = len(stats), int(same)
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"{wall:.3f} {peak} {rows} {equal}")
@@ -106,6 +110,18 @@ def _same_figures(got: dict[str, Any], want: dict[str, Any]) -> bool:
     for run in got["runs"]:
         same &= all(run[k] == runs[run["run"]][k] for k in per_run)
     return same and len(got["runs"]) == len(runs)
+
+
+def _same_verdicts(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Whether the figures of a table by confidence hold summary.json's confidence
+    splits, H2 contrast and verdicts (their sensitivity aside)."""
+    same = bool(got["h2_contrast"] == want["h2_contrast"])
+    for name, family in got["families"].items():
+        same &= family["confidence"] == want["families"][name]["confidence"]
+    for name, hypothesis in got["hypotheses"].items():
+        written = {k: v for k, v in want["hypotheses"][name].items() if k != "sensitivity"}
+        same &= hypothesis == written
+    return same
 
 
 def _analyze_child(paths: list[str], out: str, n_boot: int, jobs: int | None) -> None:
@@ -328,7 +344,7 @@ def _measure_counts(analysis: Path, n_boot: int, events: int) -> None:
     """Each step of :func:`_counts_child` in a process of its own (its peak RSS is its
     own)."""
     measured = {}
-    for step in ("stats", "figures"):
+    for step in ("stats", "figures", "conf-stats", "conf-figures"):
         cmd = [sys.executable, __file__, "--bootstrap", str(n_boot)]
         cmd += ["--counts-child", str(analysis), step]
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -341,6 +357,16 @@ def _measure_counts(analysis: Path, n_boot: int, events: int) -> None:
         f"the table has {rows_n:,} rows for {events:,} events; acceptance, "
         f"acceptance_judged, text_per_step, by_script, the gaps (families, gap section) "
         f"and every run's rates and gaps {'equal' if same else 'DIFFER FROM'} summary.json's"
+    )
+    (c_wall, c_peak, _, _), (v_wall, v_peak, _, v_same) = (
+        measured["conf-stats"],
+        measured["conf-figures"],
+    )
+    print(
+        f"by confidence: request-stats {c_wall:.1f} s, peak RSS {c_peak:.0f} MiB; "
+        f"request-figures {v_wall:.1f} s, peak RSS {v_peak:.0f} MiB; the confidence splits, "
+        f"the H2 contrast and the verdicts {'equal' if v_same else 'DIFFER FROM'} "
+        "summary.json's"
     )
 
 

@@ -13,9 +13,9 @@ from tokenlens.analysis.comparable import not_comparable
 from tokenlens.analysis.decompose import Support
 from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.gap import gap
+from tokenlens.analysis.parts import families
 from tokenlens.analysis.rules import NO, YES, Rules
 from tokenlens.analysis.summary_figures import Estimate
-from tokenlens.analysis.verdicts import families
 from tokenlens.testing import SCENARIOS, simulate_study
 
 

@@ -16,10 +16,10 @@ from tokenlens.analysis.comparable import PER_LANGUAGE as TABLE
 from tokenlens.analysis.comparable import not_comparable
 from tokenlens.analysis.decompose import Support, decompose
 from tokenlens.analysis.explore import class_differences
+from tokenlens.analysis.parts import families
 from tokenlens.analysis.rules import apply_control, control_holds
 from tokenlens.analysis.speed import iid_tokens_per_step, margin_in_speed
 from tokenlens.analysis.standardise import length_standardised
-from tokenlens.analysis.verdicts import families
 from tokenlens.testing import simulate_study
 from tokenlens.testing.estimator import analyze
 from tokenlens.testing.scenarios import ALL_SCENARIOS

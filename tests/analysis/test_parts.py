@@ -20,6 +20,7 @@ from tokenlens.analysis.bootstrap import Resampler, rate_interval
 from tokenlens.analysis.breakdown import per_lang
 from tokenlens.analysis.decompose import Support, decompose, did
 from tokenlens.analysis.explore import holm
+from tokenlens.analysis.parts import compute_parts
 from tokenlens.analysis.power import effect_power
 from tokenlens.analysis.rules import (
     INCONCLUSIVE,
@@ -35,7 +36,7 @@ from tokenlens.analysis.rules import (
     conjoin,
     tri,
 )
-from tokenlens.analysis.verdicts import _rule, compute_parts, decide
+from tokenlens.analysis.verdicts import _rule, decide
 
 
 def frame_of(rows: list[dict[str, Any]]) -> pd.DataFrame:

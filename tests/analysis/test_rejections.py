@@ -176,8 +176,8 @@ def test_utf8_flags_and_hidden_drafts(tmp_path: Path) -> None:
 
 def test_summary_shares_per_family_and_run(tmp_path: Path) -> None:
     from tokenlens.analysis.bootstrap import Resampler
+    from tokenlens.analysis.parts import families
     from tokenlens.analysis.rejection_summary import rejection_section
-    from tokenlens.analysis.verdicts import families
 
     requests = [
         ("ja-1", "ja", "p1", [HIGASHI, KYO], "東京"),

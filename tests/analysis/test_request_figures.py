@@ -24,7 +24,7 @@ from tokenlens.analysis.request_figures import (
 )
 from tokenlens.analysis.request_gaps import LENGTH
 from tokenlens.analysis.request_runs import POSITION
-from tokenlens.analysis.request_stats import BY, StatsConfig, request_stats
+from tokenlens.analysis.request_stats import BY, CONFIDENCE, StatsConfig, request_stats
 from tokenlens.errors import TokenlensError
 
 RUNS = tuple(sorted(p for p in (REPO / "reports" / "full" / "runs").iterdir() if p.is_dir()))
@@ -58,7 +58,19 @@ def summary(analysed: Path) -> dict[str, Any]:
     return loaded
 
 
-@pytest.mark.parametrize("by", [b for b in BY if b not in (LENGTH, POSITION)])
+FAMILY_FIGURES = (
+    "methods",
+    "runs",
+    "configurations",
+    "acceptance",
+    "acceptance_judged",
+    "prompts",
+    "gap_judged",
+    "gap_all",
+)
+
+
+@pytest.mark.parametrize("by", [b for b in BY if b not in (LENGTH, POSITION, CONFIDENCE)])
 def test_figures_equal_the_analysis(analysed: Path, tmp_path: Path, by: str) -> None:
     stats, column = read_table(table_of(analysed, by, tmp_path / "s.parquet"))
     assert column == by
@@ -76,12 +88,14 @@ def test_figures_equal_the_analysis(analysed: Path, tmp_path: Path, by: str) -> 
     assert mine["text_per_step"] == want["text_per_step"]
     assert set(got["families"]) == set(want["families"]) and len(got["families"]) == 2
     for fam, family in got["families"].items():  # the other family too
-        for key in ("acceptance", "acceptance_judged", "gap_judged", "gap_all"):
+        for key in FAMILY_FIGURES:
             assert family[key] == want["families"][fam][key], (fam, key)
         assert "gap_length_standardised" not in family  # counted by byte length only
     for key in ("family", "overall", "judged", "relative_judged"):
         assert got["gap"][key] == want["gap"][key], key
     assert got["gap"]["decomposition"] == {}
+    assert got["acceptance_per_k"] == want["acceptance_per_k"]
+    assert len(got["acceptance_per_k"][scope]) == 5  # k = 1..5, each apart
     # intervals were drawn, not left out, and the rates pooled over k say so
     assert any(r["ci_low"] is not None for r in mine[name]["ja"].values())
     assert mine["acceptance"]["ja"]["pooled_over_k"] == [1, 2, 3, 4, 5]
@@ -141,6 +155,46 @@ def test_every_run_equals_the_analysis(analysed: Path, tmp_path: Path, by: str) 
         else:
             assert "by_position" not in mine
     assert any(run["gap"]["ci_low"] is not None for run in got.values())
+
+
+def test_counts_by_confidence_give_the_verdicts(analysed: Path, tmp_path: Path) -> None:
+    """``--by confidence``: every family's split by the target's confidence, the H2
+    contrast and both verdicts (their evidence, power, statement...) as the analysis
+    wrote them; only the verdicts' sensitivity, which needs the rows, is left out."""
+    stats, by = read_table(table_of(analysed, CONFIDENCE, tmp_path / "c.parquet"))
+    got = figures(stats, by, SETTINGS)
+    want = summary(analysed)
+    assert got["breakdown"] is None
+    for fam, family in got["families"].items():
+        assert family["confidence"] == want["families"][fam]["confidence"], fam
+        assert len(family["confidence"]["classes"]) == 20
+    assert got["h2_contrast"] == want["h2_contrast"]
+    for name, hypothesis in got["hypotheses"].items():
+        written = {k: v for k, v in want["hypotheses"][name].items() if k != "sensitivity"}
+        assert hypothesis == written, name
+        assert hypothesis["evidence"] and hypothesis["power"]
+
+
+def test_the_verdicts_read_the_rules_given(analysed: Path, tmp_path: Path) -> None:
+    """Other rules (threshold, alpha, minimum prompts) reach the verdicts and the
+    decision intervals as in the analysis' own functions over the same rows."""
+    from tokenlens.analysis.bootstrap import Resampler
+    from tokenlens.analysis.parts import compute_parts
+    from tokenlens.analysis.summary_fields import json_value
+    from tokenlens.analysis.verdicts import decide
+
+    config = FiguresConfig(seed=3, n_boot=40, min_count=5, delta=0.001, alpha=0.2, min_prompts=61)
+    stats, by = read_table(table_of(analysed, CONFIDENCE, tmp_path / "c.parquet"))
+    got = figures(stats, by, config)["hypotheses"]
+    tokens = pq.read_table(analysed / "tokens.parquet").to_pandas()
+    rules = config.rules
+    rs = Resampler.from_frame(tokens, 40, 3, decision_level=rules.decision_level)
+    parts = compute_parts(tokens, rs, config.support, rules.control_range)
+    want = {h: json_value(v) for h, v in decide(tokens, rs, rules, parts).items()}
+    assert got == want
+    assert {h["verdict"] for h in got.values()} == {"insufficient_data"}  # 60 < 61 prompts
+    default = figures(stats, by, SETTINGS)["hypotheses"]["H1"]
+    assert got["H1"]["decision_low"] != default["decision_low"]  # alpha 0.2, not 0.05
 
 
 def test_another_seed_gives_other_intervals(analysed: Path, tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ import pytest
 
 from tests.support import REPO, assert_one_line_error, cli
 from tokenlens.analysis import AnalyzeConfig, run_analyze
-from tokenlens.analysis.request_stats import KEYS, StatsConfig, query, request_stats
+from tokenlens.analysis.breakdown import row_mask
+from tokenlens.analysis.decompose import CONF_BINS, bins_of, confidence_bins
+from tokenlens.analysis.request_stats import CONFIDENCE, KEYS, StatsConfig, query, request_stats
 from tokenlens.errors import TokenlensError
 
 RUNS = tuple(sorted(p for p in (REPO / "reports" / "demo" / "runs").iterdir() if p.is_dir()))
@@ -76,7 +78,13 @@ def counted_by_hand(shards: Path, by: str = "script") -> list[tuple[Any, ...]]:
         accepted_bytes=np.where(accepted, frame["n_bytes"].fillna(0).to_numpy(int), 0),
         reached=frame["judged"].to_numpy(bool).astype(int),
     )
-    frame["class"] = frame[by]
+    if by == CONFIDENCE:  # the analysis' own bins, over the same rows
+        judged_rows = row_mask(frame, "judged")
+        top1 = frame["top1_prob"].to_numpy(dtype=np.float64)
+        codes, _ = confidence_bins(frame, judged_rows & np.isfinite(top1))
+        frame["class"] = [None if c < 0 else int(c) for c in codes]
+    else:
+        frame["class"] = frame[by]
     grouped = frame.groupby([*KEYS, "class"], dropna=False, sort=False)
     sums = grouped[["events", "accepted_n", "steps", "judged_n", "judged_accepted"]].sum()
     for name in ("judged_chars", "accepted_chars", "accepted_bytes", "reached"):
@@ -88,7 +96,7 @@ def counted_by_hand(shards: Path, by: str = "script") -> list[tuple[Any, ...]]:
     return sorted(out, key=lambda r: tuple((v is not None, v) for v in r))
 
 
-@pytest.mark.parametrize("by", ["script", "n_bytes", "position"])  # labels, numbers
+@pytest.mark.parametrize("by", ["script", "n_bytes", "position", CONFIDENCE])
 def test_duckdb_gives_the_counts_of_the_rows(shards: Path, tmp_path: Path, by: str) -> None:
     pytest.importorskip("duckdb")
     table = request_stats(StatsConfig(str(shards), str(tmp_path / "stats.parquet"), by=by))
@@ -104,13 +112,32 @@ def test_duckdb_gives_the_counts_of_the_rows(shards: Path, tmp_path: Path, by: s
 def test_spark_runs_the_same_query_and_gives_the_same_table(shards: Path, tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     pytest.importorskip("duckdb")
-    for by in ("script", "n_bytes"):  # a label, and a number
+    for by in ("script", "n_bytes", CONFIDENCE):  # a label, a number, computed bins
         out = tmp_path / f"spark-{by}"
         spark = request_stats(StatsConfig(str(shards), str(out), engine="spark", by=by))
         local = request_stats(StatsConfig(str(shards), str(tmp_path / f"{by}.parquet"), by=by))
         assert spark is not None and local is not None
         assert rows(spark) == rows(local), by
+        edges = set(spark.column("class_edges").to_pylist())
+        assert edges == set(local.column("class_edges").to_pylist()), by
         assert list(out.glob("part-*.parquet"))  # what a cluster's workers would leave
+
+
+def test_confidence_bins_are_the_analysis_bins(shards: Path, tmp_path: Path) -> None:
+    """``--by confidence``: the edges the table records give the very labels of the
+    analysis' bins (found by a count and the ranks' values, then numpy's arithmetic)."""
+    pytest.importorskip("duckdb")
+    table = request_stats(StatsConfig(str(shards), str(tmp_path / "c.parquet"), by=CONFIDENCE))
+    assert table is not None
+    edges = set(table.column("class_edges").to_pylist())
+    assert len(edges) == 1
+    frame = pa.concat_tables(
+        [pq.read_table(f, partitioning=None) for f in sorted(shards.rglob("*.parquet"))]
+    ).to_pandas()
+    top1 = frame["top1_prob"].to_numpy(dtype=np.float64)
+    _, labels = confidence_bins(frame, row_mask(frame, "judged") & np.isfinite(top1))
+    got = bins_of(np.array([float(e) for e in edges.pop().split(",")]))[1]
+    assert got == labels and len(labels) == CONF_BINS
 
 
 def test_only_the_listed_classes_and_engines() -> None:

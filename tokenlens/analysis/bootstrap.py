@@ -219,6 +219,11 @@ class Resampler:
         cells = self.cells(group, n_groups, rows)
         return self.total(cells.sums(values)), self.total(cells.counts()), cells
 
+    def count(self, rows: Mask) -> int:
+        """How many rows ``rows`` selects, as the cells count them (a subclass whose rows
+        stand for several events counts those)."""
+        return int(self.cells(np.zeros(len(rows), dtype=np.int64), 1, rows).counts().sum())
+
     def design(self, rows: Mask) -> tuple[int, int]:
         """(G, H): clusters with a row among ``rows``, and the strata they fall in."""
         used = np.flatnonzero(np.bincount(self.cluster[rows], minlength=self.n_clusters))

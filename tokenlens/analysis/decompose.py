@@ -98,13 +98,24 @@ def confidence_bins(
     use = rows & np.isfinite(q)
     if not use.any():
         return np.full(len(frame), -1, dtype=np.int64), []
-    edges = np.unique(np.quantile(q[use], np.linspace(0.0, 1.0, n_bins + 1)))
-    inner = edges[1:-1]
+    edges = np.unique(np.quantile(q[use], bin_quantiles(n_bins)))
+    inner, labels = bins_of(edges)
     codes = np.searchsorted(inner, q, side="right").astype(np.int64)
     codes = np.where(use, codes, -1)
-    bounds = [float(edges[0]), *map(float, inner), float(edges[-1])]
-    labels = [f"{lo:.3f}-{hi:.3f}" for lo, hi in pairwise(bounds)]
     return codes, labels
+
+
+def bin_quantiles(n_bins: int = CONF_BINS) -> F64:
+    """The quantiles whose values bound the confidence bins: 0, 1/n, ..., 1."""
+    return np.linspace(0.0, 1.0, n_bins + 1)
+
+
+def bins_of(edges: F64) -> tuple[F64, list[str]]:
+    """The inner edges and the labels of the bins bounded by ``edges`` (sorted, distinct):
+    a value's bin is the number of inner edges at or below it."""
+    inner = edges[1:-1]
+    bounds = [float(edges[0]), *map(float, inner), float(edges[-1])]
+    return inner, [f"{lo:.3f}-{hi:.3f}" for lo, hi in pairwise(bounds)]
 
 
 def _totals(

@@ -15,6 +15,7 @@ from tokenlens.analysis.config import AnalyzeConfig
 from tokenlens.analysis.decompose import decompose, has_pair
 from tokenlens.analysis.explore import class_differences
 from tokenlens.analysis.gap import gap, regression
+from tokenlens.analysis.parts import families
 from tokenlens.analysis.rules import FREE, TRAINED
 from tokenlens.analysis.standardise import COLUMN as LENGTH_COLUMN
 from tokenlens.analysis.standardise import length_split
@@ -22,7 +23,6 @@ from tokenlens.analysis.summary_fields import typed
 from tokenlens.analysis.summary_figures import Estimate, Split
 from tokenlens.analysis.summary_gaps import Explore, Gap
 from tokenlens.analysis.token_classes import decomposed
-from tokenlens.analysis.verdicts import families
 from tokenlens.arrays import Mask
 
 DESCRIBE_BY = decomposed()  # from the token-class table, in the decomposition's order

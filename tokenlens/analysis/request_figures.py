@@ -30,12 +30,16 @@ import pyarrow.parquet as pq
 
 from tokenlens.analysis.bootstrap import DEFAULT_METHOD, Cells, Resampler, clusters_of
 from tokenlens.analysis.breakdown import per_lang, per_step, rates
-from tokenlens.analysis.decompose import Support
+from tokenlens.analysis.decompose import Support, bins_of
+from tokenlens.analysis.parts import Parts, View, configurations, parts_of, prompts_per_lang
 from tokenlens.analysis.request_gaps import LENGTH, family_gaps, gap_block
 from tokenlens.analysis.request_runs import POSITION, CountedRows, run_blocks
-from tokenlens.analysis.request_stats import BY, KEYS
-from tokenlens.analysis.rules import FREE, TRAINED
+from tokenlens.analysis.request_stats import BY, CONFIDENCE, KEYS
+from tokenlens.analysis.rules import FREE, TRAINED, Rules
+from tokenlens.analysis.summarize import acceptance_per_k
+from tokenlens.analysis.summary_fields import json_value
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
+from tokenlens.analysis.verdicts import decide
 from tokenlens.arrays import F64, I64, Mask
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import write_json_atomic
@@ -44,7 +48,7 @@ NEEDED = (*KEYS, "class", "events", "accepted", "steps", "judged", "judged_accep
 """The table's columns these figures read, as every request-stats wrote them."""
 ADDED = ("class_column", "accepted_chars", "accepted_bytes")
 """Columns request-stats writes since request-figures (2026-12-05), read too."""
-LATER = ("reached",)
+LATER = ("reached", "class_edges")
 """Columns of a later request-stats, read where present (a table by position has them)."""
 
 
@@ -57,6 +61,14 @@ class FiguresConfig:
     min_count: int = 30
     interval: str = DEFAULT_METHOD
     support: Support = field(default_factory=Support)
+    delta: float = Rules.delta
+    alpha: float = Rules.alpha
+    min_prompts: int = Rules.min_prompts
+
+    @property
+    def rules(self) -> Rules:
+        """The verdict rules, as ``analyze`` makes them of the same options."""
+        return Rules(delta=self.delta, min_prompts=self.min_prompts, alpha=self.alpha)
 
 
 class CountedCells(Cells):
@@ -142,20 +154,30 @@ def write_figures(source: str | Path, out: Path, config: FiguresConfig) -> dict[
 
 
 def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, Any]:
-    """``{"by", "breakdown", "scope", "settings", "families", "gap", "runs"}`` from the
-    table of :func:`read_table`: per drafter family (``families``), ``acceptance``,
+    """``{"by", "breakdown", "scope", "settings", "families", "acceptance_per_k", "gap",
+    "runs"}`` from the table of :func:`read_table`: per drafter family (``families``),
+    its ``methods``, ``runs``, ``configurations`` and ``prompts``, ``acceptance``,
     ``acceptance_judged``, the class breakdown (``breakdown`` names it, None for a
     table by byte length or position), ``text_per_step`` and the gaps
     (:func:`~tokenlens.analysis.request_gaps.family_gaps`); ``gap``, summary.json's
     section of that name for the primary family (``scope``: trained drafters when
-    present), less what needs rows; ``runs``, one block per run
+    present), less what needs rows; ``acceptance_per_k``, vLLM's rate per family and
+    k; ``runs``, one block per run
     (:func:`~tokenlens.analysis.request_runs.run_blocks`)."""
     if len(stats) == 0:
         raise TokenlensError("the table has no rows: nothing to count")
     name = _breakdown(by)
     keys = pd.DataFrame({c: _text(stats[c]) for c in ("pair", "prompt_id", "request_id", "lang")})
     cluster, stratum, unit = clusters_of(keys)  # Resampler.from_frame's
-    rs = CountedResampler(cluster, stratum, config.n_boot, config.seed, config.interval, unit=unit)
+    rs = CountedResampler(
+        cluster,
+        stratum,
+        config.n_boot,
+        config.seed,
+        config.interval,
+        unit=unit,
+        decision_level=config.rules.decision_level,
+    )
     settings = {
         "seed": config.seed,
         "bootstrap": config.n_boot,
@@ -189,15 +211,21 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
     }
     family_of = _text(stats["family"])
     out: dict[str, dict[str, Any]] = {}
+    fams: dict[str, Mask] = {}  # each family's rows of events
     gap: dict[str, Any] | None = None
     for family in (TRAINED, FREE):
         mine = family_of == family
         if not mine.any():
             continue
         rows = (events.of(mine), judged.of(mine))
-        block = {
+        fams[family] = rows[0]
+        block: dict[str, Any] = {
+            "methods": sorted(set(events.frame["method"].to_numpy()[rows[0]])),
+            "runs": sorted(set(events.frame["run"].to_numpy()[rows[0]])),
+            "configurations": configurations(events.frame, rows[0]),
             "acceptance": per_lang(events.frame, events.rs, rows[0], config.min_count),
             "acceptance_judged": per_lang(judged.frame, judged.rs, rows[1], config.min_count),
+            "prompts": prompts_per_lang(events.frame, rows[0]),
         }
         if name is not None:
             block[name] = rates(judged.frame, judged.rs, by, rows[1], config.min_count)
@@ -216,6 +244,14 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
             gap = gap_block(events, judged, rows, by, config.support, family)
     if not out:
         raise TokenlensError(f"no row of the {TRAINED} or {FREE} drafter family")
+    verdicts: dict[str, Any] = {}
+    if by == CONFIDENCE:
+        parts = confidence_parts(stats, events, judged, family_of, config)
+        for family, block in out.items():
+            block["confidence"] = json_value(parts.families[family].confidence)
+        verdicts["h2_contrast"] = json_value(parts.contrast)
+        hypotheses = decide(events.frame, events.rs, config.rules, parts)
+        verdicts["hypotheses"] = {h: json_value(v) for h, v in hypotheses.items()}
     scope = TRAINED if TRAINED in out else FREE
     run_of = _text(stats["run"])
     runs = run_blocks(
@@ -234,9 +270,46 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
         "scope": scope,
         "settings": settings,
         "families": out,
+        "acceptance_per_k": acceptance_per_k(events.frame, events.rs, fams, config.min_count),
         "gap": gap,
+        **verdicts,
         "runs": runs,
     }
+
+
+def confidence_parts(
+    stats: pd.DataFrame,
+    events: CountedRows,
+    judged: CountedRows,
+    family_of: np.ndarray[Any, np.dtype[np.object_]],
+    config: FiguresConfig,
+) -> Parts:
+    """What the verdicts read (:func:`~tokenlens.analysis.parts.parts_of`), from a table
+    counted by the confidence bins (its ``class``, a bin's index; ``class_edges``, the
+    bins' edges): two views, every row and the judged rows, each weighed by its count."""
+    edges = {e for e in stats["class_edges"].to_numpy(dtype=object) if e is not None}
+    if len(edges) > 1:
+        raise TokenlensError("the table's rows hold different confidence bins: count it again")
+    labels: list[str] = []
+    if edges:
+        _, labels = bins_of(np.array([float(e) for e in edges.pop().split(",")]))
+    classes = judged.frame[CONFIDENCE].to_numpy(dtype=object)
+    codes = np.array([-1 if c is None or c != c else int(c) for c in classes], dtype=np.int64)
+    present = [f for f in (TRAINED, FREE) if (family_of == f).any()]
+    every = View(
+        events.frame,
+        events.rs,
+        {f: events.of(family_of == f) for f in present},
+        np.ones(len(events.frame), dtype=bool),
+    )
+    judged_view = View(
+        judged.frame,
+        judged.rs,
+        {f: judged.of(family_of == f) for f in present},
+        np.ones(len(judged.frame), dtype=bool),
+    )
+    bins = (codes, labels, codes >= 0)
+    return parts_of(every, judged_view, bins, config.support, config.rules.control_range)
 
 
 def text_of(text: dict[str, F64], rows: CountedRows) -> dict[str, F64]:
@@ -248,7 +321,7 @@ def _breakdown(by: str) -> str | None:
     """The ``by_*`` name summary.json gives the breakdown of class column ``by`` (None
     for :data:`~tokenlens.analysis.request_gaps.LENGTH`, whose counts give the
     length-standardised gap, not a table)."""
-    if by in (LENGTH, POSITION):
+    if by in (LENGTH, POSITION, CONFIDENCE):
         return None
     for c in TOKEN_CLASSES:
         if c.column == by and c.breakdown is not None:
@@ -265,6 +338,9 @@ def _frame(stats: pd.DataFrame, by: str) -> pd.DataFrame:
             by: stats["class"].to_numpy(dtype=object),
             "family": _text(stats["family"]),
             "method": _text(stats["method"]),
+            "run": _text(stats["run"]),
+            "prompt_id": _text(stats["prompt_id"]),
+            "request_id": _text(stats["request_id"]),
             "k": stats["k"].to_numpy(),
         }
     )

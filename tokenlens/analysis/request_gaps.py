@@ -33,6 +33,7 @@ from tokenlens.arrays import Mask
 LENGTH = "n_bytes"
 """The class column whose counts give the length-standardised gap (its byte strata)."""
 
+
 def family_gaps(
     events: CountedRows,
     judged: CountedRows,

@@ -17,11 +17,16 @@ whatever order their workers add rows in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
+from tokenlens.analysis.decompose import bin_quantiles, bins_of
+from tokenlens.analysis.quantiles import linear_quantiles, quantile_ranks
+from tokenlens.arrays import F64, I64
 from tokenlens.errors import TokenlensError
 
 BY = (
@@ -34,10 +39,35 @@ BY = (
     "conf_bucket",
     "n_bytes",
     "position",
+    "confidence",
 )
 """The class columns a query may split requests by (one per query); ``n_bytes``, the
-token's UTF-8 byte length, gives ``request-figures`` the length-standardised gap, and
-``position``, the draft position, its acceptance by position."""
+token's UTF-8 byte length, gives ``request-figures`` the length-standardised gap,
+``position``, the draft position, its acceptance by position, and ``confidence`` (not a
+column: the analysis' bin of the target's confidence, :data:`CONFIDENCE`) the split by
+confidence, the H2 contrast and the verdicts."""
+
+CONFIDENCE = "confidence"
+"""The class of a judged row's ``top1_prob`` among the analysis' confidence bins
+(:func:`~tokenlens.analysis.decompose.confidence_bins`: quantiles of every judged row's
+finite ``top1_prob``), its 0-based index; the table's ``class_edges`` holds the bins'
+edges. Two more queries find them first: the rows' count, then the values at the ranks
+the quantiles interpolate (:mod:`~tokenlens.analysis.quantiles`)."""
+
+CONF_ROW = (
+    "judged AND script IS NOT NULL AND top1_prob > CAST('-Infinity' AS DOUBLE) "
+    "AND top1_prob < CAST('Infinity' AS DOUBLE)"
+)
+"""A judged row with classes and a finite confidence (NaN sorts above infinity in both
+engines, so the two comparisons leave it out)."""
+
+COUNT_QUERY = f"SELECT COUNT(*) AS n FROM tokens WHERE {CONF_ROW}"
+
+RANKS_QUERY = (
+    "SELECT r, top1_prob FROM (SELECT top1_prob, ROW_NUMBER() OVER (ORDER BY top1_prob) - 1 "
+    f"AS r FROM tokens WHERE {CONF_ROW}) ranked WHERE r IN ({{ranks}})"
+)
+"""The values at 0-based ranks of the sorted confidences (one global sort)."""
 
 ENGINES = ("duckdb", "spark")
 
@@ -48,7 +78,7 @@ QUERY = """
 SELECT
   {keys},
   {by} AS class,
-  '{by}' AS class_column,
+  '{name}' AS class_column,
   COUNT(*) AS events,
   CAST(SUM(CASE WHEN accepted THEN 1 ELSE 0 END) AS BIGINT) AS accepted,
   CAST(SUM(CASE WHEN position = 0 THEN 1 ELSE 0 END) AS BIGINT) AS steps,
@@ -63,12 +93,14 @@ SELECT
     AS judged_chars,
   CAST(SUM(CASE WHEN judged AND script IS NOT NULL THEN n_bytes ELSE 0 END) AS BIGINT)
     AS judged_bytes,
-  CAST(SUM(CASE WHEN judged THEN 1 ELSE 0 END) AS BIGINT) AS reached
+  CAST(SUM(CASE WHEN judged THEN 1 ELSE 0 END) AS BIGINT) AS reached,
+  {edges} AS class_edges
 FROM tokens
 GROUP BY {keys}, {by}
 ORDER BY run, request_id, class NULLS LAST
 """
-"""The aggregation, with ``{by}`` one of :data:`BY`; reads a table or view ``tokens``."""
+"""The aggregation, with ``{by}`` one of :data:`BY` (or the expression of
+:data:`CONFIDENCE`); reads a table or view ``tokens``."""
 
 
 @dataclass(frozen=True)
@@ -85,18 +117,69 @@ class StatsConfig:
     master: str = "local[2]"
 
 
-def query(by: str = "script") -> str:
-    """:data:`QUERY` for class column ``by`` (refused unless one of :data:`BY`)."""
+def query(by: str = "script", edges: F64 | None = None) -> str:
+    """:data:`QUERY` for class column ``by`` (refused unless one of :data:`BY`);
+    :data:`CONFIDENCE` counts by the bins of ``edges`` (None: no row has a bin)."""
     if by not in BY:
         raise TokenlensError(f"--by must be one of {', '.join(BY)} (got {by!r})")
-    return QUERY.format(keys=", ".join(KEYS), by=by)
+    no_edges = "CAST(NULL AS STRING)"
+    if by != CONFIDENCE:
+        return QUERY.format(keys=", ".join(KEYS), by=by, name=by, edges=no_edges)
+    if edges is None:
+        return QUERY.format(keys=", ".join(KEYS), by="CAST(NULL AS INT)", name=by, edges=no_edges)
+    inner, _ = bins_of(edges)
+    # the bin: how many inner edges lie at or below the value (np.searchsorted, "right")
+    steps = [f"CASE WHEN top1_prob >= {_double(e)} THEN 1 ELSE 0 END" for e in inner]
+    expression = f"CASE WHEN {CONF_ROW} THEN {' + '.join(steps) or '0'} END"
+    text = ",".join(repr(float(e)) for e in edges)  # repr: the shortest exact text
+    return QUERY.format(keys=", ".join(KEYS), by=expression, name=by, edges=f"'{text}'")
+
+
+def _double(value: float) -> str:
+    """``value`` as an exact SQL double (a bare decimal literal is a DECIMAL in DuckDB)."""
+    return f"CAST('{float(value)!r}' AS DOUBLE)"
+
+
+Runner = Callable[[str], pa.Table]
+"""Runs one SQL query on the engine's ``tokens`` and returns its (small) result."""
+
+
+def confidence_edges(run: Runner) -> F64 | None:
+    """The confidence bins' edges, as ``confidence_bins`` finds them over the same rows
+    (None without a judged row with a finite confidence): the count of rows, the
+    order statistics the quantiles interpolate, numpy's interpolation of them, the
+    distinct values."""
+    n = int(run(COUNT_QUERY).column("n")[0].as_py())
+    if n == 0:
+        return None
+    qs = bin_quantiles()
+    previous, following, _ = quantile_ranks(n, qs)
+    ranks = sorted({int(r) for r in (*previous, *following)})
+    found = run(RANKS_QUERY.format(ranks=", ".join(map(str, ranks))))
+    at = dict(
+        zip(found.column("r").to_pylist(), found.column("top1_prob").to_pylist(), strict=True)
+    )
+
+    def value_at(wanted: I64) -> F64:
+        return np.array([at[int(r)] for r in wanted], dtype=np.float64)
+
+    return np.unique(linear_quantiles(n, qs, value_at))
+
+
+def _plan(by: str) -> Callable[[Runner], str]:
+    """The aggregation's text, after what it needs to know first (the bins' edges)."""
+
+    def plan(run: Runner) -> str:
+        return query(by, confidence_edges(run)) if by == CONFIDENCE else query(by)
+
+    return plan
 
 
 def request_stats(config: StatsConfig) -> pa.Table | None:
     """Run the query on ``config.engine`` and write ``config.out``; return the table
     when it was computed on this machine (DuckDB, or Spark in local mode), else None
     (a cluster's result stays where its workers wrote it)."""
-    sql = query(config.by)
+    query(config.by)  # refuses an unknown column before an engine starts
     if config.engine not in ENGINES:
         raise TokenlensError(
             f"--engine must be one of {', '.join(ENGINES)} (got {config.engine!r})"
@@ -104,8 +187,8 @@ def request_stats(config: StatsConfig) -> pa.Table | None:
     if "://" not in config.source and not Path(config.source).exists():
         raise TokenlensError(f"{config.source}: no such file or directory")
     if config.engine == "duckdb":
-        return _duckdb(sql, config)
-    return _spark(sql, config)
+        return _duckdb(_plan(config.by), config)
+    return _spark(_plan(config.by), config)
 
 
 def _parquet_glob(source: str) -> str:
@@ -113,7 +196,7 @@ def _parquet_glob(source: str) -> str:
     return str(path / "**" / "*.parquet") if path.is_dir() else source
 
 
-def _duckdb(sql: str, config: StatsConfig) -> pa.Table:
+def _duckdb(plan: Callable[[Runner], str], config: StatsConfig) -> pa.Table:
     try:
         import duckdb
     except ImportError:
@@ -125,7 +208,12 @@ def _duckdb(sql: str, config: StatsConfig) -> pa.Table:
             "CREATE VIEW tokens AS SELECT * FROM read_parquet("
             f"'{glob}', union_by_name = true, hive_partitioning = false)"
         )
-        table: pa.Table = con.sql(sql).to_arrow_table()
+
+        def run(sql: str) -> pa.Table:
+            result: pa.Table = con.sql(sql).to_arrow_table()
+            return result
+
+        table = run(plan(run))
     except duckdb.Error as exc:  # no parquet there, or not tokens.parquet's columns
         first = str(exc).strip().splitlines()[0]
         raise TokenlensError(f"{config.source}: {first}") from None
@@ -137,7 +225,7 @@ def _duckdb(sql: str, config: StatsConfig) -> pa.Table:
     return table
 
 
-def _spark(sql: str, config: StatsConfig) -> pa.Table | None:
+def _spark(plan: Callable[[Runner], str], config: StatsConfig) -> pa.Table | None:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -154,7 +242,11 @@ def _spark(sql: str, config: StatsConfig) -> pa.Table | None:
         rows = spark.read.option("recursiveFileLookup", "true").parquet(config.source)
         rows.createOrReplaceTempView("tokens")
         spark.sparkContext.setLogLevel("ERROR")
-        result = spark.sql(sql).cache()
+
+        def run(sql: str) -> pa.Table:
+            return pa.Table.from_pandas(spark.sql(sql).toPandas(), preserve_index=False)
+
+        result = spark.sql(plan(run)).cache()
         result.write.mode("overwrite").parquet(config.out)
         if not config.master.startswith("local"):
             return None

@@ -21,6 +21,7 @@ import pandas as pd
 from tokenlens.analysis.bootstrap import Resampler
 from tokenlens.analysis.columns import labels
 from tokenlens.analysis.decompose import Support
+from tokenlens.analysis.parts import Parts, compute_parts
 from tokenlens.analysis.rules import (
     DECISION_KEYS,
     FREE,
@@ -33,7 +34,7 @@ from tokenlens.analysis.rules import (
 )
 from tokenlens.analysis.summary_fields import typed
 from tokenlens.analysis.summary_verdicts import Hypothesis, Sensitivity
-from tokenlens.analysis.verdicts import Parts, as_block, compute_parts, decide
+from tokenlens.analysis.verdicts import as_block, decide
 
 RULE_CHANGE = (
     "The rules first read the 95% interval (a one-sided test at 2.5% against δ); they "

@@ -39,6 +39,7 @@ from tokenlens.analysis.domains import domain_section
 from tokenlens.analysis.forked import Beside, beside, default_jobs
 from tokenlens.analysis.gap_section import fit, gap_section
 from tokenlens.analysis.memory import give_back_memory
+from tokenlens.analysis.parts import compute_parts, configurations, families
 from tokenlens.analysis.rejection_summary import rejection_section
 from tokenlens.analysis.rules import FREE, INCONCLUSIVE, POWER, TRAINED, Rules
 from tokenlens.analysis.run_section import RunInfo as RunInfo
@@ -55,13 +56,7 @@ from tokenlens.analysis.summary_file import Scope, Settings, SupportRules
 from tokenlens.analysis.summary_gaps import Family, Gap
 from tokenlens.analysis.summary_sections import Rejections
 from tokenlens.analysis.summary_verdicts import Hypothesis
-from tokenlens.analysis.verdicts import (
-    compute_parts,
-    configurations,
-    decide,
-    families,
-    rules_identity,
-)
+from tokenlens.analysis.verdicts import decide, rules_identity
 from tokenlens.arrays import Mask
 from tokenlens.format_version import ANALYSIS, stamp
 

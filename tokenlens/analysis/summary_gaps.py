@@ -1,7 +1,7 @@
 """summary.json's gap sections as records: ``families`` (:class:`Family`),
 ``h2_contrast`` (:class:`Contrast`) and ``gap`` (:class:`Gap`).
 
-The analysis builds them (:func:`tokenlens.analysis.verdicts.compute_parts`,
+The analysis builds them (:func:`tokenlens.analysis.parts.compute_parts`,
 :mod:`~tokenlens.analysis.summarize`) and writes them with ``to_json``; the reader
 (:func:`~tokenlens.analysis.summary_file.parse_summary`) reads the same types. A key is
 declared once, here; older files read (a missing key is None or empty).

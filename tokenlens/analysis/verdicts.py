@@ -1,17 +1,15 @@
 """H1 / H2 verdicts from the numbers, by the rules in docs/analysis.md ("Verdicts").
 
-:func:`compute_parts` takes the joined frame and returns what both rules read
-(:class:`Parts`: per drafter family its rates, judged gap and confidence split, and H2's
-contrast); :func:`decide` returns ``{"H1": ..., "H2": ...}``, each a block that
-:mod:`~tokenlens.analysis.summarize` types as a
+:func:`~tokenlens.analysis.parts.compute_parts` takes the joined frame and returns what
+both rules read (:class:`~tokenlens.analysis.parts.Parts`: per drafter family its rates,
+judged gap and confidence split, and H2's contrast); :func:`decide` returns
+``{"H1": ..., "H2": ...}``, each a block that :mod:`~tokenlens.analysis.summarize` types
+as a
 :class:`~tokenlens.analysis.summary_verdicts.Hypothesis`. Verdicts: ``supported``,
 ``not_supported``, ``no_japanese_deficit``, ``inconclusive``, ``insufficient_data``.
 H1 reads the trained drafters' shared composition by the target's confidence (check: the
 n-gram drafter's); H2 the difference in differences of the within-confidence gap
 (check: the trained drafters' own). Families are never pooled.
-
-Why one file over 450 lines: the two rules and H2's control read one set of estimates
-and are checked against docs/analysis.md side by side.
 """
 
 from __future__ import annotations
@@ -20,28 +18,22 @@ import hashlib
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from tokenlens.analysis.bootstrap import Resampler, prompt_keys
-from tokenlens.analysis.breakdown import per_lang, row_mask
+from tokenlens.analysis.bootstrap import Resampler
 from tokenlens.analysis.code_identity import code_text
-from tokenlens.analysis.columns import labels as label_values
 from tokenlens.analysis.decompose import (
     CONF_BINS,
     EN,
     JA,
     Support,
-    confidence_bins,
-    decompose,
-    did,
     has_pair,
 )
-from tokenlens.analysis.gap import gap
 from tokenlens.analysis.h2_bound import BOUNDED_LABEL, bounded_effect, bounded_sentence
+from tokenlens.analysis.parts import Parts, prompts_per_lang
 from tokenlens.analysis.power import effect_power, power_conjunction
 from tokenlens.analysis.rules import (
     DECISION_KEYS,
@@ -64,8 +56,8 @@ from tokenlens.analysis.rules import (
     verdict_of,
 )
 from tokenlens.analysis.summary_fields import typed
-from tokenlens.analysis.summary_figures import Estimate, Rate, Split
-from tokenlens.analysis.summary_gaps import Contrast, Family
+from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_gaps import Family
 from tokenlens.analysis.summary_verdicts import Check, Hypothesis, Power
 from tokenlens.analysis.wording import (
     CONFIDENCE_CAVEAT,
@@ -75,8 +67,6 @@ from tokenlens.analysis.wording import (
     reading_sentence,
     runs_phrase,
 )
-from tokenlens.arrays import Mask
-from tokenlens.engine.methods import family_of
 from tokenlens.format import interval_prose
 
 
@@ -112,49 +102,11 @@ def as_block(figure: Estimate | None) -> dict[str, Any] | None:
     return figure.to_json() if figure is not None else None
 
 
-def families(frame: pd.DataFrame) -> dict[str, Mask]:
-    """Row masks of the trained and training-free drafter families present.
-
-    Each row's family is its ``family`` column (the pipeline's, declarations included),
-    else the method table's for its ``method``: a method neither knows is refused
-    (:func:`tokenlens.engine.methods.family_of`), never taken for a trained drafter.
-    """
-    if "family" in frame:
-        family = label_values(frame, "family")
-    else:
-        method = frame["method"].astype(str)
-        family = method.map({m: family_of(m) for m in method.unique()}).to_numpy()
-    out = {}
-    for name in (TRAINED, FREE):
-        rows = family == name
-        if rows.any():
-            out[name] = rows
-    return out
-
-
-def configurations(frame: pd.DataFrame, rows: Mask) -> list[list[Any]]:
-    """The distinct (method, k) run configurations among ``rows``, sorted."""
-    method = label_values(frame, "method")[rows]
-    k = frame["k"].to_numpy()[rows] if "k" in frame else np.zeros(int(rows.sum()), np.int64)
-    distinct = pd.DataFrame({"m": method, "k": k}).drop_duplicates()
-    pairs = {(str(m), int(x)) for m, x in zip(distinct["m"], distinct["k"], strict=True)}
-    return [[m, x] for m, x in sorted(pairs)]
-
-
 def scope_phrase(family: Family | None) -> str:
     """``judged positions, runs of draft_model at k = 1–5``: the rows and runs a
     family's figures read."""
     configs = family.configurations if family is not None else ()
     return "judged positions, " + runs_phrase((str(m), int(k)) for m, k in configs)
-
-
-def prompts_per_lang(frame: pd.DataFrame, rows: Mask | None = None) -> dict[str, int]:
-    """Distinct prompts per language (among ``rows``): the units of evidence."""
-    lang = label_values(frame, "lang")
-    keys = prompt_keys(frame)
-    if rows is not None:
-        lang, keys = lang[rows], keys[rows]
-    return {x: len(set(keys[lang == x])) for x in (JA, EN)}
 
 
 def _verdict(verdict: str, effect: Estimate | None, evidence: str, **extra: Any) -> Hypothesis:
@@ -174,64 +126,6 @@ def _verdict(verdict: str, effect: Estimate | None, evidence: str, **extra: Any)
         evidence=evidence,
         **extra,
     )
-
-
-@dataclass(frozen=True)
-class Parts:
-    """Everything the verdicts read, computed once (``families`` and ``contrast`` are
-    also summary.json's ``families`` and ``h2_contrast``)."""
-
-    families: dict[str, Family]
-    contrast: Contrast | None
-    prompts: dict[str, int]
-    conf_rows: int
-    df: int
-
-
-def compute_parts(
-    frame: pd.DataFrame, rs: Resampler, support: Support, control_range: float = Rules.control_range
-) -> Parts:
-    """Per family: judged gap and split by confidence; the H2 contrast (:func:`apply_control`)."""
-    judged = row_mask(frame, "judged")
-    fams = families(frame)
-    top1 = frame["top1_prob"].to_numpy(dtype=np.float64) if "top1_prob" in frame else None
-    conf_rows = judged & np.isfinite(top1) if top1 is not None else np.zeros(len(frame), bool)
-    codes, labels = confidence_bins(frame, conf_rows)
-    out: dict[str, Family] = {}
-    for name, mask in fams.items():
-        rows = judged & mask
-        family = Family(
-            name=name,
-            methods=tuple(sorted(set(label_values(frame, "method")[mask]))),
-            runs=tuple(sorted(set(label_values(frame, "run")[mask]))),
-            configurations=tuple((str(m), int(k)) for m, k in configurations(frame, mask)),
-            # vLLM's rate over every run of the family: pooled over k when the family
-            # has several (``configurations``); read per run (``runs[]``) then.
-            acceptance=_rates(per_lang(frame, rs, mask, 0)),
-            acceptance_judged=_rates(per_lang(frame, rs, rows, 0)),
-            prompts=prompts_per_lang(frame, mask),
-        )
-        if has_pair(frame, rows):
-            dec = decompose(frame, rs, codes, labels, conf_rows & mask, support, "confidence")
-            family = replace(
-                family,
-                gap_judged=typed(Estimate, gap(frame, rs, rows)),
-                gap_all=typed(Estimate, gap(frame, rs, mask)),
-                confidence=typed(Split, dec),
-            )
-        out[name] = family
-    contrast = None
-    if TRAINED in fams and FREE in fams and has_pair(frame, judged):
-        block = did(frame, rs, codes, labels, conf_rows, fams[TRAINED], support)
-        block["bins"] = labels
-        contrast = typed(Contrast, apply_control(block, control_range))
-    g, h = rs.design(judged)
-    return Parts(out, contrast, prompts_per_lang(frame), int(conf_rows.sum()), max(g - h, 0))
-
-
-def _rates(block: Mapping[str, Any]) -> dict[str, Rate]:
-    """``{lang: Rate}`` from :func:`~tokenlens.analysis.breakdown.per_lang`."""
-    return {lang: rate for lang, v in block.items() if (rate := typed(Rate, v)) is not None}
 
 
 def decide(frame: pd.DataFrame, rs: Resampler, rules: Rules, parts: Parts) -> dict[str, Hypothesis]:

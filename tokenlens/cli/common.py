@@ -159,6 +159,36 @@ def add_bootstrap_options(parser: argparse.ArgumentParser, min_count_help: str) 
     )
 
 
+def add_rule_options(parser: argparse.ArgumentParser) -> None:
+    """``--threshold``, ``--alpha`` and ``--min-prompts``: the verdict rules, as
+    ``analyze`` reads them (``--alpha`` None: the rules' default)."""
+    parser.add_argument(
+        "--threshold",
+        type=number_in(0.0, 1.0, high_open=True),
+        default=0.02,
+        metavar="T",
+        help="the verdict threshold, in acceptance: the least Japanese deficit that counts "
+        "(summary.json: settings.delta; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=number_in(0.0, 0.5, low_open=True, high_open=True),
+        metavar="A",
+        help="the one-sided level of each verdict reading: an effect is read as beyond the "
+        "threshold when its (1 - 2A) interval clears it (summary.json: settings.alpha; "
+        "default 0.05, the 90%% interval, as in two one-sided tests; reported intervals "
+        "stay 95%%)",
+    )
+    parser.add_argument(
+        "--min-prompts",
+        type=positive_int,
+        default=30,
+        metavar="N",
+        help="prompts per language below which both verdicts are insufficient_data "
+        "(default: %(default)s)",
+    )
+
+
 def add_interval_option(parser: argparse.ArgumentParser) -> None:
     """``--interval``, as ``analyze`` reads it."""
     parser.add_argument(

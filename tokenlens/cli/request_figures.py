@@ -6,7 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenlens.cli.common import add_bootstrap_options, add_interval_option, say
+from tokenlens.cli.common import (
+    add_bootstrap_options,
+    add_interval_option,
+    add_rule_options,
+    say,
+)
 
 DESCRIPTION = """\
 Read the table `tokenlens request-stats` wrote (a Parquet file, or Spark's directory
@@ -19,18 +24,25 @@ each with the prompt-clustered bootstrap interval of `tokenlens analyze`:
 - the primary family's gap section (overall, judged, relative);
 - by the table's class column: its breakdown (by_script, by_pos, by_byte_length...,
   judged rows), or with --by n_bytes the gap with token byte length standardised away
-  (and its split by length), or with --by position the rates by draft position per run.
-With analyze's --seed, --bootstrap, --min-count and --interval, the figures equal those
-of summary.json for the same runs, to the last digit: a fleet's traces are counted
-where they lie and read here, in the memory of the table, not of its events. Not
-given: the verdicts, the decomposition by token class, the confidence split, the H2
-contrast, the exploration and the logistic model (they need the rows: analyze).
+  (and its split by length), or with --by position the rates by draft position per run,
+  or with --by confidence the split by the target's confidence, the H2 contrast and
+  the H1/H2 verdicts (without their sensitivity section).
+With analyze's --seed, --bootstrap, --min-count, --interval, --threshold, --alpha and
+--min-prompts, the figures equal those of summary.json for the same runs, to the last
+digit: a fleet's traces are counted where they lie and read here, in the memory of the
+table, not of its events. The verdicts assume what analyze checks from the run
+directories and a table cannot show: that no run is an approximate replay no check
+trace vouches for. Not given: the decomposition by token class, the like-for-like class
+contrasts, the exploration, the logistic model, rejections, domains and the verdicts'
+sensitivity (they need the rows or the run directories: analyze).
 """
 
 EPILOG = """\
 examples:
   tokenlens request-stats out/dm3/tokens.parquet --out out/dm3/requests.parquet
   tokenlens request-figures out/dm3/requests.parquet --out out/dm3/request-figures.json
+  tokenlens request-stats out/fleet/ --by confidence --out out/fleet-conf.parquet
+  tokenlens request-figures out/fleet-conf.parquet --out fleet-verdicts.json
   tokenlens request-figures stats-from-the-cluster/ --bootstrap 2000 --seed 7 \\
       --out fleet-figures.json
 """
@@ -54,6 +66,7 @@ def register(subparsers: Any) -> None:
     )
     add_bootstrap_options(parser, "groups with fewer rows are flagged sparse")
     add_interval_option(parser)
+    add_rule_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -61,7 +74,15 @@ def run(args: argparse.Namespace) -> int:
     """Compute the figures; write them; print where."""
     from tokenlens.analysis.request_figures import FiguresConfig, write_figures
 
-    config = FiguresConfig(args.seed, args.bootstrap, args.min_count, args.interval)
+    config = FiguresConfig(
+        args.seed,
+        args.bootstrap,
+        args.min_count,
+        args.interval,
+        delta=args.threshold,
+        min_prompts=args.min_prompts,
+        **({} if args.alpha is None else {"alpha": args.alpha}),
+    )
     write_figures(args.source, args.out, config)
     say(str(args.out))
     return 0
