@@ -64,7 +64,7 @@ def _write_runs(root: Path, events: int, seed: int) -> list[Path]:
     return paths
 
 
-def _counts_child(analysis: str, n_boot: int, step: str) -> None:
+def _counts_child(analysis: str, n_boot: int, step: str, memory: str | None) -> None:
     """One step of the fleet path on an analysis' tokens.parquet, in this process:
     ``stats``, ``request-stats`` (DuckDB, by script) writing its table beside it;
     ``figures``, ``request-figures`` of that table, checked against summary.json;
@@ -82,7 +82,7 @@ def _counts_child(analysis: str, n_boot: int, step: str) -> None:
     by = "confidence" if step.startswith("conf") else "script"
     table = out / f"requests-{by}.parquet"
     if step in ("stats", "conf-stats"):
-        request_stats(StatsConfig(str(out / "tokens.parquet"), str(table), by=by))
+        request_stats(StatsConfig(str(out / "tokens.parquet"), str(table), by=by, memory=memory))
     else:
         stats, by = read_table(table)
         got = figures(stats, by, FiguresConfig(n_boot=n_boot))
@@ -257,10 +257,16 @@ def main() -> None:
     parser.add_argument(
         "--request-figures",
         action="store_true",
-        help="then count the analysis' rows per request with request-stats (DuckDB) and "
-        "compute acceptance, acceptance_judged, text_per_step and by_script from the "
-        "counts (request-figures): time, peak memory, and whether they equal "
-        "summary.json's",
+        help="then count the analysis' rows per request with request-stats (DuckDB), by "
+        "script and by confidence, and compute the figures from the counts "
+        "(request-figures: rates, text per step, by_script, the gaps, every run's "
+        "figures; the confidence splits, H2 contrast and verdicts): time, peak memory, "
+        "and whether they equal summary.json's",
+    )
+    parser.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="request-stats' DuckDB memory limit (e.g. 500MB; default: DuckDB's own)",
     )
     parser.add_argument("--counts-child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -268,7 +274,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.counts_child:
         analysis, step = args.counts_child
-        _counts_child(analysis, args.bootstrap, step)
+        _counts_child(analysis, args.bootstrap, step, args.memory)
         return
     if args.child:
         *paths, out = args.child
@@ -337,16 +343,17 @@ def main() -> None:
         # The machine may be shared: its load says how far wall time is to be trusted.
         print(f"load average before {load_before}, after {_load()} ({os.cpu_count()} CPUs)")
         if args.request_figures:
-            _measure_counts(root / "out", args.bootstrap, events)
+            _measure_counts(root / "out", args.bootstrap, events, args.memory)
 
 
-def _measure_counts(analysis: Path, n_boot: int, events: int) -> None:
+def _measure_counts(analysis: Path, n_boot: int, events: int, memory: str | None) -> None:
     """Each step of :func:`_counts_child` in a process of its own (its peak RSS is its
     own)."""
     measured = {}
     for step in ("stats", "figures", "conf-stats", "conf-figures"):
         cmd = [sys.executable, __file__, "--bootstrap", str(n_boot)]
         cmd += ["--counts-child", str(analysis), step]
+        cmd += ["--memory", memory] if memory else []
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
         wall, peak_kib, rows, equal = done.stdout.split()[-4:]
         measured[step] = (float(wall), int(peak_kib) / 1024, int(rows), equal == "1")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -24,7 +25,13 @@ from tokenlens.analysis.request_figures import (
 )
 from tokenlens.analysis.request_gaps import LENGTH
 from tokenlens.analysis.request_runs import POSITION
-from tokenlens.analysis.request_stats import BY, CONFIDENCE, StatsConfig, request_stats
+from tokenlens.analysis.request_stats import (
+    BY,
+    CONFIDENCE,
+    StatsConfig,
+    request_stats,
+    request_stats_all,
+)
 from tokenlens.errors import TokenlensError
 
 RUNS = tuple(sorted(p for p in (REPO / "reports" / "full" / "runs").iterdir() if p.is_dir()))
@@ -195,6 +202,63 @@ def test_the_verdicts_read_the_rules_given(analysed: Path, tmp_path: Path) -> No
     assert {h["verdict"] for h in got.values()} == {"insufficient_data"}  # 60 < 61 prompts
     default = figures(stats, by, SETTINGS)["hypotheses"]["H1"]
     assert got["H1"]["decision_low"] != default["decision_low"]  # alpha 0.2, not 0.05
+
+
+def test_every_table_at_once(analysed: Path, tmp_path: Path) -> None:
+    """``request-stats --by all`` then ``request-figures`` of its directory: one study's
+    figures, every table's own additions, each as summary.json holds it."""
+    pytest.importorskip("duckdb")
+    counts = tmp_path / "counts"
+    status, stdout, err = cli(
+        ["request-stats", str(analysed / "tokens.parquet"), "--by", "all", "--out", str(counts)]
+    )
+    assert status == 0, err
+    assert "a table per class column" in stdout
+    out = tmp_path / "all.json"
+    argv = ["request-figures", str(counts), "--out", str(out), "--seed", "3"]
+    status, _, err = cli([*argv, "--bootstrap", "40", "--min-count", "5"])
+    assert status == 0, err
+    got = json.loads(out.read_text("utf-8"))
+    want = summary(analysed)
+    scope = got["scope"]
+    assert got["by"] == list(BY)
+    for name in got["breakdown"]:
+        assert got["families"][scope][name] == want[name], name
+    assert len(got["breakdown"]) == 7
+    for fam, family in got["families"].items():
+        for key in (*FAMILY_FIGURES, "confidence", "gap_length_standardised"):
+            assert family[key] == want["families"][fam][key], (fam, key)
+        assert family["by_byte_length"] == want["byte_length"][fam]["rates"]
+    for key in ("acceptance_per_k", "h2_contrast"):
+        assert got[key] == want[key]
+    assert got["gap"]["decomposition"]["byte_length"] == want["gap"]["decomposition"]["byte_length"]
+    for name, hypothesis in got["hypotheses"].items():
+        assert hypothesis == {
+            k: v for k, v in want["hypotheses"][name].items() if k != "sensitivity"
+        }
+    runs = {run["label"]: run for run in want["runs"]}
+    for run in got["runs"]:
+        for key in (*RUN_FIGURES, "by_position", "by_position_conditional"):
+            assert run[key] == runs[run["run"]][key], (run["run"], key)
+
+
+def test_tables_of_other_rows_are_refused(analysed: Path, tmp_path: Path) -> None:
+    """A table counted from other rows (here: one run fewer) among the others: refused in
+    one line, nothing written."""
+    pytest.importorskip("duckdb")
+    counts = tmp_path / "counts"
+    request_stats_all(StatsConfig(str(analysed / "tokens.parquet"), str(counts), by="all"))
+    tokens = pq.read_table(analysed / "tokens.parquet")
+    first = tokens.column("run")[0].as_py()
+    fewer = tokens.filter(pc.not_equal(tokens.column("run"), first))
+    pq.write_table(fewer, tmp_path / "fewer.parquet")
+    (counts / "pos.parquet").unlink()
+    request_stats(
+        StatsConfig(str(tmp_path / "fewer.parquet"), str(counts / "pos.parquet"), by="pos")
+    )
+    with pytest.raises(TokenlensError, match="not counted from the same rows"):
+        write_figures(counts, tmp_path / "f.json", SETTINGS)
+    assert not (tmp_path / "f.json").exists()
 
 
 def test_another_seed_gives_other_intervals(analysed: Path, tmp_path: Path) -> None:

@@ -22,7 +22,16 @@ from tests.support import REPO, assert_one_line_error, cli
 from tokenlens.analysis import AnalyzeConfig, run_analyze
 from tokenlens.analysis.breakdown import row_mask
 from tokenlens.analysis.decompose import CONF_BINS, bins_of, confidence_bins
-from tokenlens.analysis.request_stats import CONFIDENCE, KEYS, StatsConfig, query, request_stats
+from tokenlens.analysis.request_stats import (
+    ALL,
+    BY,
+    CONFIDENCE,
+    KEYS,
+    StatsConfig,
+    query,
+    request_stats,
+    request_stats_all,
+)
 from tokenlens.errors import TokenlensError
 
 RUNS = tuple(sorted(p for p in (REPO / "reports" / "demo" / "runs").iterdir() if p.is_dir()))
@@ -112,15 +121,20 @@ def test_duckdb_gives_the_counts_of_the_rows(shards: Path, tmp_path: Path, by: s
 def test_spark_runs_the_same_query_and_gives_the_same_table(shards: Path, tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     pytest.importorskip("duckdb")
-    for by in ("script", "n_bytes", CONFIDENCE):  # a label, a number, computed bins
-        out = tmp_path / f"spark-{by}"
-        spark = request_stats(StatsConfig(str(shards), str(out), engine="spark", by=by))
-        local = request_stats(StatsConfig(str(shards), str(tmp_path / f"{by}.parquet"), by=by))
+    # every class column, from one session each (--by all)
+    out = tmp_path / "spark"
+    sparks = request_stats_all(StatsConfig(str(shards), str(out), engine="spark", by=ALL))
+    locals_ = request_stats_all(StatsConfig(str(shards), str(tmp_path / "duck"), by=ALL))
+    assert list(sparks) == list(locals_) == list(BY)
+    for by, spark in sparks.items():
+        local = locals_[by]
         assert spark is not None and local is not None
         assert rows(spark) == rows(local), by
         edges = set(spark.column("class_edges").to_pylist())
         assert edges == set(local.column("class_edges").to_pylist()), by
-        assert list(out.glob("part-*.parquet"))  # what a cluster's workers would leave
+        assert list((out / by).glob("part-*.parquet"))  # what a cluster's workers leave
+    status, _, err = cli(["request-stats", str(shards), "--engine", "spark", "--out", str(out)])
+    assert_one_line_error(status, err, "nothing was overwritten")
 
 
 def test_confidence_bins_are_the_analysis_bins(shards: Path, tmp_path: Path) -> None:
@@ -138,6 +152,34 @@ def test_confidence_bins_are_the_analysis_bins(shards: Path, tmp_path: Path) -> 
     _, labels = confidence_bins(frame, row_mask(frame, "judged") & np.isfinite(top1))
     got = bins_of(np.array([float(e) for e in edges.pop().split(",")]))[1]
     assert got == labels and len(labels) == CONF_BINS
+
+
+def test_nothing_is_overwritten(shards: Path, tmp_path: Path) -> None:
+    pytest.importorskip("duckdb")
+    out = tmp_path / "mine.parquet"
+    out.write_bytes(b"the user's file")
+    status, _, err = cli(["request-stats", str(shards), "--out", str(out)])
+    assert_one_line_error(status, err, "exists")
+    status, _, err = cli(["request-stats", str(shards), "--by", "all", "--out", str(tmp_path)])
+    assert_one_line_error(status, err, "exists")
+    assert out.read_bytes() == b"the user's file"
+
+
+def test_a_memory_limit_gives_the_same_table(shards: Path, tmp_path: Path) -> None:
+    """DuckDB under a small memory limit (it spills the sort of the confidence ranks)
+    counts the same; a size it cannot read, or a limit for Spark, is one line."""
+    pytest.importorskip("duckdb")
+    free = request_stats(StatsConfig(str(shards), str(tmp_path / "a.parquet"), by=CONFIDENCE))
+    small = StatsConfig(str(shards), str(tmp_path / "b.parquet"), by=CONFIDENCE, memory="20MB")
+    limited = request_stats(small)
+    assert free is not None and limited is not None and free.equals(limited)
+    out = str(tmp_path / "c.parquet")
+    status, _, err = cli(["request-stats", str(shards), "--out", out, "--memory", "lots"])
+    assert_one_line_error(status, err, "not a size DuckDB reads")
+    status, _, err = cli(
+        ["request-stats", str(shards), "--out", out, "--memory", "1GB", "--engine", "spark"]
+    )
+    assert_one_line_error(status, err, "--memory is DuckDB's limit")
 
 
 def test_only_the_listed_classes_and_engines() -> None:

@@ -30,11 +30,13 @@ import pyarrow.parquet as pq
 
 from tokenlens.analysis.bootstrap import DEFAULT_METHOD, Cells, Resampler, clusters_of
 from tokenlens.analysis.breakdown import per_lang, per_step, rates
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.decompose import Support, bins_of
 from tokenlens.analysis.parts import Parts, View, configurations, parts_of, prompts_per_lang
 from tokenlens.analysis.request_gaps import LENGTH, family_gaps, gap_block
 from tokenlens.analysis.request_runs import POSITION, CountedRows, run_blocks
 from tokenlens.analysis.request_stats import BY, CONFIDENCE, KEYS
+from tokenlens.analysis.request_tables import combine, table_paths
 from tokenlens.analysis.rules import FREE, TRAINED, Rules
 from tokenlens.analysis.summarize import acceptance_per_k
 from tokenlens.analysis.summary_fields import json_value
@@ -136,19 +138,31 @@ def read_table(source: str | Path) -> tuple[pd.DataFrame, str]:
             "one table counts by one class column"
         )
     extra = [c for c in LATER if c in table.column_names]  # older tables lack them
-    frame = table.select([*NEEDED, *ADDED[1:], *extra]).to_pandas()
+    # labels as categoricals: a few bytes a row, not a Python string each
+    frame = table.select([*NEEDED, *ADDED[1:], *extra]).to_pandas(strings_to_categorical=True)
     return frame, by.pop()
 
 
 def write_figures(source: str | Path, out: Path, config: FiguresConfig) -> dict[str, Any]:
     """:func:`figures` of the table at ``source``, written to ``out`` (JSON; an existing
-    file is refused, not overwritten) with the settings and source they came from."""
+    file is refused, not overwritten) with the settings and source they came from; of
+    every table, combined, where ``source`` is the directory of ``--by all``."""
     if out.exists():
         raise TokenlensError(f"{out} exists: give another --out (nothing was overwritten)")
     if not out.parent.is_dir():
         raise TokenlensError(f"{out.parent}: no such directory")
-    stats, by = read_table(source)
-    result = {"source": str(source), **figures(stats, by, config)}
+    tables = table_paths(Path(source))
+    if tables:  # request-stats --by all: one table per class column
+        counted = {}
+        for by, path in tables.items():
+            stats, column = read_table(path)
+            if column != by:
+                raise TokenlensError(f"{path}: counts by {column}, not {by}")
+            counted[by] = figures(stats, by, config)
+        result = {"source": str(source), **combine(counted)}
+    else:
+        stats, by = read_table(source)
+        result = {"source": str(source), **figures(stats, by, config)}
     write_json_atomic(out, result)
     return result
 
@@ -287,7 +301,7 @@ def confidence_parts(
     """What the verdicts read (:func:`~tokenlens.analysis.parts.parts_of`), from a table
     counted by the confidence bins (its ``class``, a bin's index; ``class_edges``, the
     bins' edges): two views, every row and the judged rows, each weighed by its count."""
-    edges = {e for e in stats["class_edges"].to_numpy(dtype=object) if e is not None}
+    edges = {str(e) for e in stats["class_edges"].dropna().unique()}
     if len(edges) > 1:
         raise TokenlensError("the table's rows hold different confidence bins: count it again")
     labels: list[str] = []
@@ -334,18 +348,21 @@ def _frame(stats: pd.DataFrame, by: str) -> pd.DataFrame:
     ``accepted`` is the figure's own: all drafts' or judged rows')."""
     return pd.DataFrame(
         {
-            "lang": _text(stats["lang"]),
+            "lang": stats["lang"],
             by: stats["class"].to_numpy(dtype=object),
-            "family": _text(stats["family"]),
-            "method": _text(stats["method"]),
-            "run": _text(stats["run"]),
-            "prompt_id": _text(stats["prompt_id"]),
-            "request_id": _text(stats["request_id"]),
+            "family": stats["family"],
+            "method": stats["method"],
+            "run": stats["run"],
+            "prompt_id": stats["prompt_id"],
+            "request_id": stats["request_id"],
             "k": stats["k"].to_numpy(),
         }
     )
 
 
 def _text(series: pd.Series) -> np.ndarray[Any, np.dtype[np.object_]]:
-    """Labels as :func:`~tokenlens.analysis.columns.labels` reads them (None as "None")."""
+    """Labels as :func:`~tokenlens.analysis.columns.labels` reads them (a missing one as
+    "nan", or "None" from an object column: the cluster rules read both as missing)."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return labels(pd.DataFrame({"c": series}), "c")
     return np.asarray([str(v) for v in series.to_numpy(dtype=object)], dtype=object)

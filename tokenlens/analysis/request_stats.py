@@ -17,6 +17,7 @@ whatever order their workers add rows in.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,9 @@ RANKS_QUERY = (
 
 ENGINES = ("duckdb", "spark")
 
+ALL = "all"
+"""``--by all``: every class column of :data:`BY`, one table each (:func:`request_stats_all`)."""
+
 KEYS = ("run", "method", "k", "family", "request_id", "prompt_id", "lang", "pair")
 """What a row of the table is counted per, besides its class."""
 
@@ -108,13 +112,16 @@ class StatsConfig:
     """``source``: a tokens.parquet file or a directory of them (read recursively; each
     file holds every column, directory names are not read as partition columns);
     ``out``: the Parquet output (a file with DuckDB, a directory of parts with Spark);
-    ``master``: Spark's master URL (``local[2]``, ``spark://host:7077``, ``yarn``...)."""
+    ``master``: Spark's master URL (``local[2]``, ``spark://host:7077``, ``yarn``...);
+    ``memory``: DuckDB's memory limit (``"1GB"``; None: DuckDB's own, 80% of the
+    machine's memory), beyond which it spills to a temporary directory."""
 
     source: str
     out: str
     engine: str = "duckdb"
     by: str = "script"
     master: str = "local[2]"
+    memory: str | None = None
 
 
 def query(by: str = "script", edges: F64 | None = None) -> str:
@@ -176,19 +183,52 @@ def _plan(by: str) -> Callable[[Runner], str]:
 
 
 def request_stats(config: StatsConfig) -> pa.Table | None:
-    """Run the query on ``config.engine`` and write ``config.out``; return the table
-    when it was computed on this machine (DuckDB, or Spark in local mode), else None
-    (a cluster's result stays where its workers wrote it)."""
-    query(config.by)  # refuses an unknown column before an engine starts
+    """Run the query on ``config.engine`` and write ``config.out`` (refused if it
+    exists: nothing is overwritten); return the table when it was computed on this
+    machine (DuckDB, or Spark in local mode), else None (a cluster's result stays where
+    its workers wrote it). ``config.by`` :data:`ALL`: see :func:`request_stats_all`."""
+    if config.by == ALL:
+        raise TokenlensError("--by all writes one table per class column: request_stats_all")
+    return _run(config, [(config.by, config.out)])[0]
+
+
+def request_stats_all(config: StatsConfig) -> dict[str, pa.Table | None]:
+    """One table per class column of :data:`BY`, from one engine session: ``config.out``
+    becomes a directory (refused if it exists) holding ``<column>.parquet`` (DuckDB) or
+    ``<column>/`` (Spark's parts), which ``request-figures`` reads as one study."""
+    if "://" not in config.out:
+        out = Path(config.out)
+        if out.exists():
+            raise TokenlensError(f"{out} exists: give another --out (nothing was overwritten)")
+        if config.engine == "duckdb":
+            out.mkdir(parents=True)
+    suffix = ".parquet" if config.engine == "duckdb" else ""
+    jobs = [(by, f"{config.out.rstrip('/')}/{by}{suffix}") for by in BY]
+    return dict(zip(BY, _run(config, jobs), strict=True))
+
+
+def _run(config: StatsConfig, jobs: list[tuple[str, str]]) -> list[pa.Table | None]:
+    """Each (class column, output) of ``jobs`` on ``config.engine``, in one session."""
+    for by, _ in jobs:
+        query(by)  # refuses an unknown column before an engine starts
     if config.engine not in ENGINES:
         raise TokenlensError(
             f"--engine must be one of {', '.join(ENGINES)} (got {config.engine!r})"
         )
     if "://" not in config.source and not Path(config.source).exists():
         raise TokenlensError(f"{config.source}: no such file or directory")
+    if config.memory is not None and config.engine != "duckdb":
+        raise TokenlensError(
+            "--memory is DuckDB's limit; Spark takes its memory from its own settings "
+            "(spark.executor.memory in spark-defaults.conf)"
+        )
+    for _, out in jobs:
+        if "://" not in out and Path(out).exists():
+            raise TokenlensError(f"{out} exists: give another --out (nothing was overwritten)")
+    planned = [(_plan(by), out) for by, out in jobs]
     if config.engine == "duckdb":
-        return _duckdb(_plan(config.by), config)
-    return _spark(_plan(config.by), config)
+        return list(_duckdb(planned, config))
+    return _spark(planned, config)
 
 
 def _parquet_glob(source: str) -> str:
@@ -196,14 +236,30 @@ def _parquet_glob(source: str) -> str:
     return str(path / "**" / "*.parquet") if path.is_dir() else source
 
 
-def _duckdb(plan: Callable[[Runner], str], config: StatsConfig) -> pa.Table:
+Job = tuple[Callable[[Runner], str], str]
+"""A query's plan (:func:`_plan`) and where its table goes."""
+
+
+def _duckdb(jobs: list[Job], config: StatsConfig) -> list[pa.Table]:
     try:
         import duckdb
     except ImportError:
         raise _missing("duckdb") from None
+    import pyarrow.parquet as pq
+
+    spill = tempfile.TemporaryDirectory(prefix="tokenlens-duckdb-")
     con = duckdb.connect()
+    tables = []
     try:
-        glob = _parquet_glob(config.source).replace("'", "''")
+        con.execute(f"SET temp_directory = '{_quoted(spill.name)}'")
+        if config.memory is not None:
+            try:
+                con.execute(f"SET memory_limit = '{_quoted(config.memory)}'")
+            except duckdb.Error:
+                raise TokenlensError(
+                    f"--memory {config.memory!r}: not a size DuckDB reads (e.g. 1GB, 500MB)"
+                ) from None
+        glob = _quoted(_parquet_glob(config.source))
         con.execute(
             "CREATE VIEW tokens AS SELECT * FROM read_parquet("
             f"'{glob}', union_by_name = true, hive_partitioning = false)"
@@ -213,20 +269,27 @@ def _duckdb(plan: Callable[[Runner], str], config: StatsConfig) -> pa.Table:
             result: pa.Table = con.sql(sql).to_arrow_table()
             return result
 
-        table = run(plan(run))
+        for plan, out in jobs:
+            table = run(plan(run))
+            pq.write_table(table, out)
+            tables.append(table)
     except duckdb.Error as exc:  # no parquet there, or not tokens.parquet's columns
         first = str(exc).strip().splitlines()[0]
         raise TokenlensError(f"{config.source}: {first}") from None
     finally:
         con.close()
-    import pyarrow.parquet as pq
-
-    pq.write_table(table, config.out)
-    return table
+        spill.cleanup()
+    return tables
 
 
-def _spark(plan: Callable[[Runner], str], config: StatsConfig) -> pa.Table | None:
+def _quoted(text: str) -> str:
+    """``text`` inside a SQL string literal."""
+    return text.replace("'", "''")
+
+
+def _spark(jobs: list[Job], config: StatsConfig) -> list[pa.Table | None]:
     try:
+        from pyspark.errors import AnalysisException
         from pyspark.sql import SparkSession
     except ImportError:
         raise _missing("pyspark") from None
@@ -238,6 +301,7 @@ def _spark(plan: Callable[[Runner], str], config: StatsConfig) -> pa.Table | Non
         .config("spark.sql.shuffle.partitions", "8")
         .getOrCreate()
     )
+    tables: list[pa.Table | None] = []
     try:
         rows = spark.read.option("recursiveFileLookup", "true").parquet(config.source)
         rows.createOrReplaceTempView("tokens")
@@ -246,13 +310,20 @@ def _spark(plan: Callable[[Runner], str], config: StatsConfig) -> pa.Table | Non
         def run(sql: str) -> pa.Table:
             return pa.Table.from_pandas(spark.sql(sql).toPandas(), preserve_index=False)
 
-        result = spark.sql(plan(run)).cache()
-        result.write.mode("overwrite").parquet(config.out)
-        if not config.master.startswith("local"):
-            return None
-        return pa.Table.from_pandas(result.toPandas(), preserve_index=False)
+        for plan, out in jobs:
+            result = spark.sql(plan(run)).cache()
+            try:  # Spark's default mode refuses an existing output: nothing overwritten
+                result.write.mode("errorifexists").parquet(out)
+            except AnalysisException as exc:
+                first = str(exc).strip().splitlines()[0]
+                raise TokenlensError(f"{out}: {first} (nothing was overwritten)") from None
+            local = config.master.startswith("local")
+            tables.append(
+                pa.Table.from_pandas(result.toPandas(), preserve_index=False) if local else None
+            )
     finally:
         spark.stop()
+    return tables
 
 
 def _missing(package: str) -> TokenlensError:

@@ -18,7 +18,8 @@ SQL, in local mode (--master local[N]) or on a cluster (--master spark://HOST:70
 yarn, k8s://...; SOURCE and --out then name storage every worker reads, e.g. s3a:// or
 hdfs://). Needs the optional extra: pip install 'tokenlens[distributed]'.
 
---by picks the class column one table counts by; `tokenlens request-figures` reads
+--by picks the class column one table counts by (--by all: every one, a table each,
+in the directory --out, which request-figures reads whole); `tokenlens request-figures` reads
 the table and gives, whatever the column, the rates, text per step and gaps per
 drafter family and per run, and by the column: a token-class breakdown (script, pos,
 boundary, particle_type, rank_bucket, bytes_bucket, conf_bucket), the gap with token
@@ -30,6 +31,7 @@ examples:
   tokenlens request-stats out/dm3/tokens.parquet --out out/dm3/requests.parquet
   tokenlens request-stats out/fleet/ --by pos --out out/fleet-pos.parquet
   tokenlens request-stats out/fleet/ --by n_bytes --out out/fleet-length.parquet
+  tokenlens request-stats out/fleet/ --by all --out out/fleet-counts
   tokenlens request-stats s3a://traces/tokens/ --engine spark \\
       --master spark://head:7077 --out s3a://traces/request-stats/
 """
@@ -37,7 +39,7 @@ examples:
 
 def register(subparsers: Any) -> None:
     """Add the ``request-stats`` subcommand to the root parser's subparsers."""
-    from tokenlens.analysis.request_stats import BY, ENGINES
+    from tokenlens.analysis.request_stats import ALL, BY, ENGINES
 
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "request-stats",
@@ -50,20 +52,38 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--out", required=True, metavar="PATH", help="Parquet output")
     parser.add_argument("--engine", choices=ENGINES, default="duckdb")
     parser.add_argument(
-        "--by", choices=BY, default="script", help="class column (default: %(default)s)"
+        "--by",
+        choices=(*BY, ALL),
+        default="script",
+        help="class column, or all: one table per class column in the directory --out "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--master", default="local[2]", metavar="URL", help="Spark master (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="DuckDB's memory limit, e.g. 1GB: beyond it, it spills to a temporary "
+        "directory (default: DuckDB's own, 80%% of the machine's memory; Spark: its "
+        "executor settings)",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the query; print where the table went."""
-    from tokenlens.analysis.request_stats import StatsConfig, request_stats
+    from tokenlens.analysis.request_stats import ALL, StatsConfig, request_stats, request_stats_all
 
-    config = StatsConfig(args.source, args.out, args.engine, args.by, args.master)
-    table = request_stats(config)
-    rows = f"{table.num_rows} rows" if table is not None else "written by the cluster"
-    say(f"{args.out} ({rows})")
+    config = StatsConfig(args.source, args.out, args.engine, args.by, args.master, args.memory)
+    if args.by == ALL:
+        tables = request_stats_all(config)
+        counted = ", ".join(f"{by} {_rows(t)}" for by, t in tables.items())
+        say(f"{args.out}: a table per class column ({counted})")
+        return 0
+    say(f"{args.out} ({_rows(request_stats(config))})")
     return 0
+
+
+def _rows(table: Any) -> str:
+    return f"{table.num_rows} rows" if table is not None else "written by the cluster"
