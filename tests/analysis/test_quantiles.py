@@ -37,3 +37,40 @@ def test_ranks_stay_inside_the_values() -> None:
     assert gamma[0] == 0.0 and gamma[1] == 0.0
     with pytest.raises(ValueError, match="no values"):
         quantile_ranks(0, np.array([0.5]))
+
+
+@pytest.mark.parametrize("kind", ["distinct", "ties near 1", "one value", "few rows"])
+def test_a_query_engine_finds_the_same_edges(kind: str) -> None:
+    """The confidence bins' edges from DuckDB's two grouped queries
+    (:func:`~tokenlens.analysis.request_bins.confidence_edges`) equal the analysis' own
+    (``np.unique(np.quantile(...))``) bit for bit, NaN, infinities and rows that are not
+    judged or have no classes left out as the analysis leaves them."""
+    duckdb = pytest.importorskip("duckdb")
+    import pyarrow as pa
+
+    from tokenlens.analysis.decompose import bin_quantiles
+    from tokenlens.analysis.request_bins import confidence_edges
+
+    rng = np.random.default_rng(7)
+    n = 3 if kind == "few rows" else 50_000
+    values = {
+        "distinct": rng.random(n),
+        "ties near 1": np.where(
+            rng.random(n) < 0.6,
+            np.float32(1.0) - np.float32(2**-24) * rng.integers(0, 4, n),
+            rng.random(n) ** 0.2,
+        ).astype(np.float64),
+        "one value": np.full(n, 0.25),
+        "few rows": np.array([0.5, 0.125, 0.75]),
+    }[kind]
+    noise = np.array([np.nan, np.inf, -np.inf, 0.3, 0.9])  # out: non-finite, or not judged
+    top1 = np.concatenate([values, noise])
+    judged = np.concatenate([np.ones(len(values), bool), [True, True, True, False, True]])
+    script = [*["Latin"] * len(values), "Latin", "Latin", "Latin", "Latin", None]
+    tokens = pa.table({"top1_prob": top1, "judged": judged, "script": script})
+    con = duckdb.connect()
+    con.register("tokens", tokens)
+    got = confidence_edges(lambda sql: con.sql(sql).to_arrow_table())
+    want = np.unique(np.quantile(values, bin_quantiles()))
+    assert got is not None and got.tobytes() == want.tobytes()
+    con.close()

@@ -22,12 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
-from tokenlens.analysis.decompose import bin_quantiles, bins_of
-from tokenlens.analysis.quantiles import linear_quantiles, quantile_ranks
-from tokenlens.arrays import F64, I64
+from tokenlens.analysis.decompose import bins_of
+from tokenlens.analysis.request_bins import CONF_ROW, Runner, confidence_edges
+from tokenlens.arrays import F64
 from tokenlens.errors import TokenlensError
 
 BY = (
@@ -52,23 +51,7 @@ CONFIDENCE = "confidence"
 """The class of a judged row's ``top1_prob`` among the analysis' confidence bins
 (:func:`~tokenlens.analysis.decompose.confidence_bins`: quantiles of every judged row's
 finite ``top1_prob``), its 0-based index; the table's ``class_edges`` holds the bins'
-edges. Two more queries find them first: the rows' count, then the values at the ranks
-the quantiles interpolate (:mod:`~tokenlens.analysis.quantiles`)."""
-
-CONF_ROW = (
-    "judged AND script IS NOT NULL AND top1_prob > CAST('-Infinity' AS DOUBLE) "
-    "AND top1_prob < CAST('Infinity' AS DOUBLE)"
-)
-"""A judged row with classes and a finite confidence (NaN sorts above infinity in both
-engines, so the two comparisons leave it out)."""
-
-COUNT_QUERY = f"SELECT COUNT(*) AS n FROM tokens WHERE {CONF_ROW}"
-
-RANKS_QUERY = (
-    "SELECT r, top1_prob FROM (SELECT top1_prob, ROW_NUMBER() OVER (ORDER BY top1_prob) - 1 "
-    f"AS r FROM tokens WHERE {CONF_ROW}) ranked WHERE r IN ({{ranks}})"
-)
-"""The values at 0-based ranks of the sorted confidences (one global sort)."""
+edges. Two grouped queries find them first (:mod:`~tokenlens.analysis.request_bins`)."""
 
 ENGINES = ("duckdb", "spark")
 
@@ -145,32 +128,6 @@ def query(by: str = "script", edges: F64 | None = None) -> str:
 def _double(value: float) -> str:
     """``value`` as an exact SQL double (a bare decimal literal is a DECIMAL in DuckDB)."""
     return f"CAST('{float(value)!r}' AS DOUBLE)"
-
-
-Runner = Callable[[str], pa.Table]
-"""Runs one SQL query on the engine's ``tokens`` and returns its (small) result."""
-
-
-def confidence_edges(run: Runner) -> F64 | None:
-    """The confidence bins' edges, as ``confidence_bins`` finds them over the same rows
-    (None without a judged row with a finite confidence): the count of rows, the
-    order statistics the quantiles interpolate, numpy's interpolation of them, the
-    distinct values."""
-    n = int(run(COUNT_QUERY).column("n")[0].as_py())
-    if n == 0:
-        return None
-    qs = bin_quantiles()
-    previous, following, _ = quantile_ranks(n, qs)
-    ranks = sorted({int(r) for r in (*previous, *following)})
-    found = run(RANKS_QUERY.format(ranks=", ".join(map(str, ranks))))
-    at = dict(
-        zip(found.column("r").to_pylist(), found.column("top1_prob").to_pylist(), strict=True)
-    )
-
-    def value_at(wanted: I64) -> F64:
-        return np.array([at[int(r)] for r in wanted], dtype=np.float64)
-
-    return np.unique(linear_quantiles(n, qs, value_at))
 
 
 def _plan(by: str) -> Callable[[Runner], str]:
