@@ -41,25 +41,28 @@ SCALE = 1 << 20
 BUCKET = f"CAST(FLOOR(top1_prob * CAST({SCALE} AS DOUBLE)) AS BIGINT)"
 
 BUCKETS_QUERY = (
-    f"SELECT {BUCKET} AS b, COUNT(*) AS n FROM tokens WHERE {CONF_ROW} GROUP BY {BUCKET}"
+    f"SELECT {BUCKET} AS b, COUNT(*) AS n FROM tokens WHERE {CONF_ROW}{{where}} GROUP BY {BUCKET}"
 )
 VALUES_QUERY = (
-    f"SELECT top1_prob AS v, COUNT(*) AS n FROM tokens WHERE {CONF_ROW} "
+    f"SELECT top1_prob AS v, COUNT(*) AS n FROM tokens WHERE {CONF_ROW}{{where}} "
     f"AND {BUCKET} IN ({{buckets}}) GROUP BY top1_prob"
 )
 
 
-def confidence_edges(run: Runner) -> F64 | None:
+def confidence_edges(run: Runner, where: str = "") -> F64 | None:
     """The confidence bins' edges, as ``confidence_bins`` finds them over the same rows
-    (None without a judged row with a finite confidence): numpy's interpolation of the
-    order statistics (:func:`order_statistics`), the distinct values."""
-    buckets = _sorted(run(BUCKETS_QUERY), "b")
+    (None without a judged row with a finite confidence; ``where``: an SQL condition
+    that narrows the rows, such as ``k = 3``): numpy's interpolation of the order
+    statistics (:func:`order_statistics`), the distinct values."""
+    where = f" AND ({where})" if where else ""
+    buckets = _sorted(run(BUCKETS_QUERY.format(where=where)), "b")
     n = int(buckets[1].sum())
     if n == 0:
         return None
     qs = bin_quantiles()
     previous, following, _ = quantile_ranks(n, qs)
-    at = order_statistics(run, buckets, np.unique(np.concatenate([previous, following])))
+    ranks = np.unique(np.concatenate([previous, following]))
+    at = order_statistics(run, buckets, ranks, where)
 
     def value_at(ranks: I64) -> F64:
         return np.array([at[int(r)] for r in ranks], dtype=np.float64)
@@ -67,19 +70,22 @@ def confidence_edges(run: Runner) -> F64 | None:
     return np.unique(linear_quantiles(n, qs, value_at))
 
 
-def order_statistics(run: Runner, buckets: tuple[I64, I64], ranks: I64) -> dict[int, float]:
+def order_statistics(
+    run: Runner, buckets: tuple[I64, I64], ranks: I64, where: str = ""
+) -> dict[int, float]:
     """The value at each 0-based rank of the sorted confidences, from the rows per
     bucket (``buckets``: bucket numbers and counts, in order) and one query for the
     distinct values of the buckets those ranks fall in."""
     number, count = buckets
     ends = np.cumsum(count)  # rank r is in bucket i when ends[i - 1] <= r < ends[i]
-    where = np.searchsorted(ends, ranks, side="right")
-    needed = np.unique(number[where])
-    values, counts = _sorted(run(VALUES_QUERY.format(buckets=", ".join(map(str, needed)))), "v")
+    holding = np.searchsorted(ends, ranks, side="right")  # each rank's bucket
+    needed = np.unique(number[holding])
+    found = run(VALUES_QUERY.format(buckets=", ".join(map(str, needed)), where=where))
+    values, counts = _sorted(found, "v")
     values = values.astype(np.float64)
     of_value = np.floor(values * float(SCALE)).astype(np.int64)  # the query's bucket
     out = {}
-    for rank, i in zip(ranks, where, strict=True):
+    for rank, i in zip(ranks, holding, strict=True):
         mine = of_value == number[i]
         within = int(rank) - int(ends[i] - count[i])  # rank within its bucket
         running = np.cumsum(counts[mine])

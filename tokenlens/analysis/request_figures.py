@@ -19,6 +19,7 @@ Memory is that of the table (a few rows per request and class), not of the event
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,17 +32,17 @@ import pyarrow.parquet as pq
 from tokenlens.analysis.bootstrap import DEFAULT_METHOD, Cells, Resampler, clusters_of
 from tokenlens.analysis.breakdown import per_lang, per_step, rates
 from tokenlens.analysis.columns import labels
-from tokenlens.analysis.decompose import Support, bins_of
-from tokenlens.analysis.parts import Parts, View, configurations, parts_of, prompts_per_lang
+from tokenlens.analysis.decompose import Support
+from tokenlens.analysis.parts import configurations, prompts_per_lang
 from tokenlens.analysis.request_gaps import LENGTH, family_gaps, gap_block
 from tokenlens.analysis.request_runs import POSITION, CountedRows, run_blocks
 from tokenlens.analysis.request_stats import BY, CONFIDENCE, KEYS
 from tokenlens.analysis.request_tables import combine, table_paths
+from tokenlens.analysis.request_verdicts import verdicts
 from tokenlens.analysis.rules import FREE, TRAINED, Rules
 from tokenlens.analysis.summarize import acceptance_per_k
 from tokenlens.analysis.summary_fields import json_value
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
-from tokenlens.analysis.verdicts import decide
 from tokenlens.arrays import F64, I64, Mask
 from tokenlens.errors import TokenlensError
 from tokenlens.rundir import write_json_atomic
@@ -50,7 +51,7 @@ NEEDED = (*KEYS, "class", "events", "accepted", "steps", "judged", "judged_accep
 """The table's columns these figures read, as every request-stats wrote them."""
 ADDED = ("class_column", "accepted_chars", "accepted_bytes")
 """Columns request-stats writes since request-figures (2026-12-05), read too."""
-LATER = ("reached", "class_edges")
+LATER = ("reached", "class_edges", "class_k", "class_k_edges")
 """Columns of a later request-stats, read where present (a table by position has them)."""
 
 
@@ -108,6 +109,10 @@ class CountedResampler(Resampler):
     def cells(self, group: I64, n_groups: int, rows: Mask) -> Cells:
         return CountedCells(self, group, n_groups, rows)
 
+    def restricted(self, rows: Mask) -> CountedResampler:
+        """The same replicates over ``rows``, each keeping its weight."""
+        return self.counting(rows, self.row_weight[rows])
+
 
 def read_table(source: str | Path) -> tuple[pd.DataFrame, str]:
     """The table ``request-stats`` wrote (a file, or Spark's directory of parts) and
@@ -153,12 +158,18 @@ def write_figures(source: str | Path, out: Path, config: FiguresConfig) -> dict[
         raise TokenlensError(f"{out.parent}: no such directory")
     tables = table_paths(Path(source))
     if tables:  # request-stats --by all: one table per class column
-        counted = {}
+        counted: dict[str, dict[str, Any]] = {}
         for by, path in tables.items():
             stats, column = read_table(path)
             if column != by:
                 raise TokenlensError(f"{path}: counts by {column}, not {by}")
-            counted[by] = figures(stats, by, config)
+            length = counted.get(LENGTH)  # BY's order: n_bytes before confidence
+            standardised = (
+                {f: b.get("gap_length_standardised") for f, b in length["families"].items()}
+                if by == CONFIDENCE and length is not None
+                else None
+            )
+            counted[by] = figures(stats, by, config, standardised)
         result = {"source": str(source), **combine(counted)}
     else:
         stats, by = read_table(source)
@@ -167,7 +178,12 @@ def write_figures(source: str | Path, out: Path, config: FiguresConfig) -> dict[
     return result
 
 
-def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, Any]:
+def figures(
+    stats: pd.DataFrame,
+    by: str,
+    config: FiguresConfig,
+    standardised: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """``{"by", "breakdown", "scope", "settings", "families", "acceptance_per_k", "gap",
     "runs"}`` from the table of :func:`read_table`: per drafter family (``families``),
     its ``methods``, ``runs``, ``configurations`` and ``prompts``, ``acceptance``,
@@ -176,7 +192,9 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
     (:func:`~tokenlens.analysis.request_gaps.family_gaps`); ``gap``, summary.json's
     section of that name for the primary family (``scope``: trained drafters when
     present), less what needs rows; ``acceptance_per_k``, vLLM's rate per family and
-    k; ``runs``, one block per run
+    k; by confidence, ``h2_contrast`` and ``hypotheses``, with their sensitivity when
+    ``standardised`` gives every family's length-standardised gap
+    (:mod:`~tokenlens.analysis.request_verdicts`); ``runs``, one block per run
     (:func:`~tokenlens.analysis.request_runs.run_blocks`)."""
     if len(stats) == 0:
         raise TokenlensError("the table has no rows: nothing to count")
@@ -258,14 +276,13 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
             gap = gap_block(events, judged, rows, by, config.support, family)
     if not out:
         raise TokenlensError(f"no row of the {TRAINED} or {FREE} drafter family")
-    verdicts: dict[str, Any] = {}
+    decided: dict[str, Any] = {}
     if by == CONFIDENCE:
-        parts = confidence_parts(stats, events, judged, family_of, config)
+        parts, decided = verdicts(
+            stats, events, judged, family_of, config.rules, config.support, standardised
+        )
         for family, block in out.items():
             block["confidence"] = json_value(parts.families[family].confidence)
-        verdicts["h2_contrast"] = json_value(parts.contrast)
-        hypotheses = decide(events.frame, events.rs, config.rules, parts)
-        verdicts["hypotheses"] = {h: json_value(v) for h, v in hypotheses.items()}
     scope = TRAINED if TRAINED in out else FREE
     run_of = _text(stats["run"])
     runs = run_blocks(
@@ -286,44 +303,9 @@ def figures(stats: pd.DataFrame, by: str, config: FiguresConfig) -> dict[str, An
         "families": out,
         "acceptance_per_k": acceptance_per_k(events.frame, events.rs, fams, config.min_count),
         "gap": gap,
-        **verdicts,
+        **decided,
         "runs": runs,
     }
-
-
-def confidence_parts(
-    stats: pd.DataFrame,
-    events: CountedRows,
-    judged: CountedRows,
-    family_of: np.ndarray[Any, np.dtype[np.object_]],
-    config: FiguresConfig,
-) -> Parts:
-    """What the verdicts read (:func:`~tokenlens.analysis.parts.parts_of`), from a table
-    counted by the confidence bins (its ``class``, a bin's index; ``class_edges``, the
-    bins' edges): two views, every row and the judged rows, each weighed by its count."""
-    edges = {str(e) for e in stats["class_edges"].dropna().unique()}
-    if len(edges) > 1:
-        raise TokenlensError("the table's rows hold different confidence bins: count it again")
-    labels: list[str] = []
-    if edges:
-        _, labels = bins_of(np.array([float(e) for e in edges.pop().split(",")]))
-    classes = judged.frame[CONFIDENCE].to_numpy(dtype=object)
-    codes = np.array([-1 if c is None or c != c else int(c) for c in classes], dtype=np.int64)
-    present = [f for f in (TRAINED, FREE) if (family_of == f).any()]
-    every = View(
-        events.frame,
-        events.rs,
-        {f: events.of(family_of == f) for f in present},
-        np.ones(len(events.frame), dtype=bool),
-    )
-    judged_view = View(
-        judged.frame,
-        judged.rs,
-        {f: judged.of(family_of == f) for f in present},
-        np.ones(len(judged.frame), dtype=bool),
-    )
-    bins = (codes, labels, codes >= 0)
-    return parts_of(every, judged_view, bins, config.support, config.rules.control_range)
 
 
 def text_of(text: dict[str, F64], rows: CountedRows) -> dict[str, F64]:
@@ -356,6 +338,7 @@ def _frame(stats: pd.DataFrame, by: str) -> pd.DataFrame:
             "prompt_id": stats["prompt_id"],
             "request_id": stats["request_id"],
             "k": stats["k"].to_numpy(),
+            **({"class_k": stats["class_k"].to_numpy(dtype=object)} if "class_k" in stats else {}),
         }
     )
 

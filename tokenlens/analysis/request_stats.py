@@ -18,7 +18,7 @@ whatever order their workers add rows in.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +51,8 @@ CONFIDENCE = "confidence"
 """The class of a judged row's ``top1_prob`` among the analysis' confidence bins
 (:func:`~tokenlens.analysis.decompose.confidence_bins`: quantiles of every judged row's
 finite ``top1_prob``), its 0-based index; the table's ``class_edges`` holds the bins'
-edges. Two grouped queries find them first (:mod:`~tokenlens.analysis.request_bins`)."""
+edges. Two grouped queries find them first (:mod:`~tokenlens.analysis.request_bins`);
+each k's own edges too, for the per-k verdicts (``class_k``, ``class_k_edges``)."""
 
 ENGINES = ("duckdb", "spark")
 
@@ -81,9 +82,9 @@ SELECT
   CAST(SUM(CASE WHEN judged AND script IS NOT NULL THEN n_bytes ELSE 0 END) AS BIGINT)
     AS judged_bytes,
   CAST(SUM(CASE WHEN judged THEN 1 ELSE 0 END) AS BIGINT) AS reached,
-  {edges} AS class_edges
+  {edges} AS class_edges{more}
 FROM tokens
-GROUP BY {keys}, {by}
+GROUP BY {keys}, {by}{group_more}
 ORDER BY run, request_id, class NULLS LAST
 """
 """The aggregation, with ``{by}`` one of :data:`BY` (or the expression of
@@ -107,22 +108,47 @@ class StatsConfig:
     memory: str | None = None
 
 
-def query(by: str = "script", edges: F64 | None = None) -> str:
-    """:data:`QUERY` for class column ``by`` (refused unless one of :data:`BY`);
-    :data:`CONFIDENCE` counts by the bins of ``edges`` (None: no row has a bin)."""
+def query(
+    by: str = "script",
+    edges: F64 | None = None,
+    per_k: Mapping[int, F64 | None] | None = None,
+) -> str:
+    """:data:`QUERY` for class column ``by`` (refused unless one of :data:`BY`).
+    :data:`CONFIDENCE` counts by the bins of ``edges`` (None: no row has a bin) and,
+    with ``per_k`` (each k's own edges, over its rows alone: the analysis' per-k
+    sensitivity), also by ``class_k``, the bin among the edges of the row's k, which
+    ``class_k_edges`` records."""
     if by not in BY:
         raise TokenlensError(f"--by must be one of {', '.join(BY)} (got {by!r})")
-    no_edges = "CAST(NULL AS STRING)"
+    keys = ", ".join(KEYS)
     if by != CONFIDENCE:
-        return QUERY.format(keys=", ".join(KEYS), by=by, name=by, edges=no_edges)
+        return QUERY.format(keys=keys, by=by, name=by, edges=NO_EDGES, more="", group_more="")
+    expression, text = _binned(edges)
+    more = group_more = ""
+    if per_k:
+        by_k = {k: _binned(e) for k, e in sorted(per_k.items())}
+        bin_k = "CASE k " + " ".join(f"WHEN {k} THEN {b}" for k, (b, _) in by_k.items()) + " END"
+        edges_k = "CASE k " + " ".join(f"WHEN {k} THEN {t}" for k, (_, t) in by_k.items()) + " END"
+        more = f",\n  {bin_k} AS class_k,\n  {edges_k} AS class_k_edges"
+        group_more = f", {bin_k}"
+    return QUERY.format(
+        keys=keys, by=expression, name=by, edges=text, more=more, group_more=group_more
+    )
+
+
+NO_EDGES = "CAST(NULL AS STRING)"
+
+
+def _binned(edges: F64 | None) -> tuple[str, str]:
+    """The SQL of a row's bin among ``edges`` and of the edges' text (the shortest
+    exact ``repr`` of each)."""
     if edges is None:
-        return QUERY.format(keys=", ".join(KEYS), by="CAST(NULL AS INT)", name=by, edges=no_edges)
+        return "CAST(NULL AS INT)", NO_EDGES
     inner, _ = bins_of(edges)
     # the bin: how many inner edges lie at or below the value (np.searchsorted, "right")
     steps = [f"CASE WHEN top1_prob >= {_double(e)} THEN 1 ELSE 0 END" for e in inner]
     expression = f"CASE WHEN {CONF_ROW} THEN {' + '.join(steps) or '0'} END"
-    text = ",".join(repr(float(e)) for e in edges)  # repr: the shortest exact text
-    return QUERY.format(keys=", ".join(KEYS), by=expression, name=by, edges=f"'{text}'")
+    return expression, "'" + ",".join(repr(float(e)) for e in edges) + "'"
 
 
 def _double(value: float) -> str:
@@ -130,11 +156,18 @@ def _double(value: float) -> str:
     return f"CAST('{float(value)!r}' AS DOUBLE)"
 
 
+KS_QUERY = "SELECT DISTINCT k FROM tokens"
+
+
 def _plan(by: str) -> Callable[[Runner], str]:
     """The aggregation's text, after what it needs to know first (the bins' edges)."""
 
     def plan(run: Runner) -> str:
-        return query(by, confidence_edges(run)) if by == CONFIDENCE else query(by)
+        if by != CONFIDENCE:
+            return query(by)
+        ks = sorted(int(k) for k in run(KS_QUERY).column("k").to_pylist())
+        per_k = {k: confidence_edges(run, f"k = {k}") for k in ks}
+        return query(by, confidence_edges(run), per_k)
 
     return plan
 

@@ -166,23 +166,30 @@ def per_k(
         sub_rs = rs.restricted(mask)
         parts = compute_parts(sub, sub_rs, support, rules.control_range)
         decided = decide(sub, sub_rs, rules, parts)
-        entry: dict[str, Any] = {"runs": sorted(set(labels(sub, "run")))}
-        for name in ("H1", "H2"):
-            f = figures(parts, name)
-            verdict = str(decided[name].verdict)
-            all_tokens = (
-                verdict if verdict == INSUFFICIENT else read_as(f, f["gate_all"], rules.delta)
-            )
-            entry[name] = {
-                "verdict": verdict,
-                "verdict_all_tokens": all_tokens,
-                "gap": _figure(f["gate"]),
-                "gap_all": _figure(f["gate_all"]),
-                "effect": _figure(f["effect"]),
-                "check": _figure(f["check"]),
-            }
-        out[str(k)] = entry
+        out[str(k)] = k_entry(parts, decided, sorted(set(labels(sub, "run"))), rules)
     return out
+
+
+def k_entry(
+    parts: Parts, decided: Mapping[str, Hypothesis], runs: list[str], rules: Rules
+) -> dict[str, Any]:
+    """One k's entry of :func:`per_k`: its runs, and per hypothesis the verdict of its
+    runs alone (``parts`` and ``decided``, computed from them), with all tokens, and
+    the figures read."""
+    entry: dict[str, Any] = {"runs": runs}
+    for name in ("H1", "H2"):
+        f = figures(parts, name)
+        verdict = str(decided[name].verdict)
+        all_tokens = verdict if verdict == INSUFFICIENT else read_as(f, f["gate_all"], rules.delta)
+        entry[name] = {
+            "verdict": verdict,
+            "verdict_all_tokens": all_tokens,
+            "gap": _figure(f["gate"]),
+            "gap_all": _figure(f["gate_all"]),
+            "effect": _figure(f["effect"]),
+            "check": _figure(f["check"]),
+        }
+    return entry
 
 
 def _length(f: Mapping[str, Any], rules: Rules) -> dict[str, Any]:
@@ -205,7 +212,17 @@ def add_sensitivity(
     parts: Parts,
 ) -> dict[str, Hypothesis]:
     """Each hypothesis of ``hypotheses`` with its ``sensitivity``."""
-    ks = per_k(frame, rs, rules, support)
+    return with_sensitivity(hypotheses, parts, per_k(frame, rs, rules, support), rules)
+
+
+def with_sensitivity(
+    hypotheses: dict[str, Hypothesis],
+    parts: Parts,
+    ks: dict[str, dict[str, Any]],
+    rules: Rules,
+) -> dict[str, Hypothesis]:
+    """Each hypothesis with its ``sensitivity``, from the ``parts`` it read (their
+    families' length-standardised gaps included) and the entries of :func:`per_k`."""
     return {
         name: replace(h, sensitivity=_sensitivity(name, h, parts, ks, rules))
         for name, h in hypotheses.items()

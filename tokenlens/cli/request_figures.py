@@ -26,15 +26,17 @@ each with the prompt-clustered bootstrap interval of `tokenlens analyze`:
   judged rows), or with --by n_bytes the gap with token byte length standardised away
   (and its split by length), or with --by position the rates by draft position per run,
   or with --by confidence the split by the target's confidence, the H2 contrast and
-  the H1/H2 verdicts (without their sensitivity section).
+  the H1/H2 verdicts; from the directory of `request-stats --by all`, all of these at
+  once, the verdicts with their sensitivity (each k's verdicts, the threshold's flip
+  points, all tokens, the length-standardised gate).
 With analyze's --seed, --bootstrap, --min-count, --interval, --threshold, --alpha and
 --min-prompts, the figures equal those of summary.json for the same runs, to the last
 digit: a fleet's traces are counted where they lie and read here, in the memory of the
 table, not of its events. The verdicts assume what analyze checks from the run
 directories and a table cannot show: that no run is an approximate replay no check
 trace vouches for. Not given: the decomposition by token class, the like-for-like class
-contrasts, the exploration, the logistic model, rejections, domains and the verdicts'
-sensitivity (they need the rows or the run directories: analyze).
+contrasts, the exploration, the logistic model, rejections and domains (they need the
+rows or the run directories: analyze).
 """
 
 EPILOG = """\
