@@ -29,16 +29,17 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 
+from tokenlens.analysis.request_stats import BY as BY_ALL
 from tokenlens.testing import SCENARIOS, simulate_study, write_study
 
 CALIBRATION_PAIRS = 200  # a small study of the same scenario measures events per pair
@@ -66,62 +67,30 @@ def _write_runs(root: Path, events: int, seed: int) -> list[Path]:
 
 def _counts_child(analysis: str, n_boot: int, step: str, memory: str | None) -> None:
     """One step of the fleet path on an analysis' tokens.parquet, in this process:
-    ``stats``, ``request-stats`` (DuckDB, by script) writing its table beside it;
-    ``figures``, ``request-figures`` of that table, checked against summary.json;
-    ``conf-stats`` and ``conf-figures``, the same by confidence (the verdicts).
-    Prints the wall time, the peak RSS, and for ``figures`` the table's rows and
-    whether the figures are equal."""
+    ``stats``, ``request-stats --by all`` (DuckDB) writing its tables into ``counts/``
+    beside it; ``figures``, ``request-figures`` of that directory, compared with
+    summary.json (``request_tables.differences``). Prints the wall time, the peak RSS,
+    the tables' rows and the paths of summary.json where the figures differ (``-``:
+    none)."""
     import json
 
-    from tokenlens.analysis.request_figures import FiguresConfig, figures, read_table
-    from tokenlens.analysis.request_stats import StatsConfig, request_stats
+    from tokenlens.analysis.request_figures import FiguresConfig, write_figures
+    from tokenlens.analysis.request_stats import StatsConfig, request_stats_all
+    from tokenlens.analysis.request_tables import differences
 
     out = Path(analysis)
+    counts, written = out / "counts", out / "request-figures.json"
     start = time.perf_counter()
-    rows, equal = 0, 1
-    by = "confidence" if step.startswith("conf") else "script"
-    table = out / f"requests-{by}.parquet"
-    if step in ("stats", "conf-stats"):
-        request_stats(StatsConfig(str(out / "tokens.parquet"), str(table), by=by, memory=memory))
+    rows, differ = 0, ["-"]
+    if step == "stats":
+        config = StatsConfig(str(out / "tokens.parquet"), str(counts), by="all", memory=memory)
+        rows = sum(n for n in request_stats_all(config).values() if n is not None)
     else:
-        stats, by = read_table(table)
-        got = figures(stats, by, FiguresConfig(n_boot=n_boot))
-        want = json.loads((out / "summary.json").read_text("utf-8"))
-        same = _same_verdicts(got, want) if by == "confidence" else _same_figures(got, want)
-        rows, equal = len(stats), int(same)
+        got = write_figures(counts, written, FiguresConfig(n_boot=n_boot))
+        differ = differences(got, json.loads((out / "summary.json").read_text("utf-8"))) or ["-"]
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"{wall:.3f} {peak} {rows} {equal}")
-
-
-def _same_figures(got: dict[str, Any], want: dict[str, Any]) -> bool:
-    """Whether request-figures' ``got`` holds summary.json's values: the scope family's
-    top-level rates and ``by_script``, every family's rates and gaps, the gap section's
-    estimates, and every run's rates, text per step and gaps."""
-    mine = got["families"][got["scope"]]
-    keys = ("acceptance", "acceptance_judged", "text_per_step", "by_script")
-    same = all(mine[k] == want[k] for k in keys)
-    per_family = ("acceptance", "acceptance_judged", "gap_judged", "gap_all")
-    for name, family in got["families"].items():
-        same &= all(family[k] == want["families"][name][k] for k in per_family)
-    same &= all(got["gap"][k] == want["gap"][k] for k in ("overall", "judged", "relative_judged"))
-    runs = {run["label"]: run for run in want["runs"]}
-    per_run = ("acceptance", "acceptance_judged", "text_per_step", "gap", "relative_gap_judged")
-    for run in got["runs"]:
-        same &= all(run[k] == runs[run["run"]][k] for k in per_run)
-    return same and len(got["runs"]) == len(runs)
-
-
-def _same_verdicts(got: dict[str, Any], want: dict[str, Any]) -> bool:
-    """Whether the figures of a table by confidence hold summary.json's confidence
-    splits, H2 contrast and verdicts (their sensitivity aside)."""
-    same = bool(got["h2_contrast"] == want["h2_contrast"])
-    for name, family in got["families"].items():
-        same &= family["confidence"] == want["families"][name]["confidence"]
-    for name, hypothesis in got["hypotheses"].items():
-        written = {k: v for k, v in want["hypotheses"][name].items() if k != "sensitivity"}
-        same &= hypothesis == written
-    return same
+    print(f"{wall:.3f} {peak} {rows} {','.join(differ)}")
 
 
 def _analyze_child(paths: list[str], out: str, n_boot: int, jobs: int | None) -> None:
@@ -257,11 +226,17 @@ def main() -> None:
     parser.add_argument(
         "--request-figures",
         action="store_true",
-        help="then count the analysis' rows per request with request-stats (DuckDB), by "
-        "script and by confidence, and compute the figures from the counts "
-        "(request-figures: rates, text per step, by_script, the gaps, every run's "
-        "figures; the confidence splits, H2 contrast and verdicts): time, peak memory, "
-        "and whether they equal summary.json's",
+        help="then count the analysis' rows per request with request-stats --by all "
+        "(DuckDB: a table per class column) and compute the figures from the counts "
+        "(request-figures of that directory): time, peak memory, and whether every "
+        "figure equals summary.json's",
+    )
+    parser.add_argument(
+        "--analysis",
+        type=Path,
+        metavar="DIR",
+        help="measure only the fleet path (--request-figures) on this analyze output, "
+        "made with the same --bootstrap (its files are read, nothing is written there)",
     )
     parser.add_argument(
         "--memory",
@@ -279,6 +254,16 @@ def main() -> None:
     if args.child:
         *paths, out = args.child
         _analyze_child(paths, out, args.bootstrap, args.jobs)
+        return
+    if args.analysis:  # the fleet path alone, on an analysis already made
+        copy = Path(tempfile.mkdtemp(prefix="tokenlens-counts-"))
+        for name in ("tokens.parquet", "summary.json"):
+            (copy / name).symlink_to((args.analysis / name).resolve())
+        events = pq.ParquetFile(args.analysis / "tokens.parquet").metadata.num_rows
+        try:
+            _measure_counts(copy, args.bootstrap, events, args.memory)
+        finally:
+            shutil.rmtree(copy)
         return
     if args.write:
         for path in _write_runs(args.write, args.events, seed=0):
@@ -350,30 +335,25 @@ def _measure_counts(analysis: Path, n_boot: int, events: int, memory: str | None
     """Each step of :func:`_counts_child` in a process of its own (its peak RSS is its
     own)."""
     measured = {}
-    for step in ("stats", "figures", "conf-stats", "conf-figures"):
+    for step in ("stats", "figures"):
         cmd = [sys.executable, __file__, "--bootstrap", str(n_boot)]
         cmd += ["--counts-child", str(analysis), step]
         cmd += ["--memory", memory] if memory else []
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-        wall, peak_kib, rows, equal = done.stdout.split()[-4:]
-        measured[step] = (float(wall), int(peak_kib) / 1024, int(rows), equal == "1")
-    (s_wall, s_peak, _, _), (f_wall, f_peak, rows_n, same) = measured["stats"], measured["figures"]
-    print(
-        f"request-stats (DuckDB, by script): {s_wall:.1f} s, peak RSS {s_peak:.0f} MiB; "
-        f"request-figures: {f_wall:.1f} s, peak RSS {f_peak:.0f} MiB (bootstrap {n_boot}); "
-        f"the table has {rows_n:,} rows for {events:,} events; acceptance, "
-        f"acceptance_judged, text_per_step, by_script, the gaps (families, gap section) "
-        f"and every run's rates and gaps {'equal' if same else 'DIFFER FROM'} summary.json's"
+        wall, peak_kib, rows, differ = done.stdout.split()[-4:]
+        measured[step] = (float(wall), int(peak_kib) / 1024, int(rows), differ)
+    (s_wall, s_peak, rows_n, _), (f_wall, f_peak, _, differ) = (
+        measured["stats"],
+        measured["figures"],
     )
-    (c_wall, c_peak, _, _), (v_wall, v_peak, _, v_same) = (
-        measured["conf-stats"],
-        measured["conf-figures"],
-    )
+    verdict = "equal summary.json's" if differ == "-" else f"DIFFER from summary.json's: {differ}"
     print(
-        f"by confidence: request-stats {c_wall:.1f} s, peak RSS {c_peak:.0f} MiB; "
-        f"request-figures {v_wall:.1f} s, peak RSS {v_peak:.0f} MiB; the confidence splits, "
-        f"the H2 contrast and the verdicts {'equal' if v_same else 'DIFFER FROM'} "
-        "summary.json's"
+        f"request-stats --by all (DuckDB{', memory ' + memory if memory else ''}): "
+        f"{s_wall:.1f} s, peak RSS {s_peak:.0f} MiB, {len(BY_ALL)} tables of {rows_n:,} rows "
+        f"in all for {events:,} events; request-figures of them: {f_wall:.1f} s, peak RSS "
+        f"{f_peak:.0f} MiB (bootstrap {n_boot}); every figure it gives (rates, breakdowns, "
+        f"gaps, the standardised gap, runs[] with positions and speed, the confidence "
+        f"splits, H2 contrast and verdicts with their sensitivity) {verdict}"
     )
 
 

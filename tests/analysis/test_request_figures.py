@@ -6,6 +6,7 @@ interval (the bootstrap draws the same clusters from the table's keys)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from tokenlens.analysis.request_stats import (
     request_stats,
     request_stats_all,
 )
+from tokenlens.analysis.request_tables import differences
 from tokenlens.errors import TokenlensError
 
 RUNS = tuple(sorted(p for p in (REPO / "reports" / "full" / "runs").iterdir() if p.is_dir()))
@@ -102,6 +104,7 @@ def test_figures_equal_the_analysis(analysed: Path, tmp_path: Path, by: str) -> 
         assert got["gap"][key] == want["gap"][key], key
     assert got["gap"]["decomposition"] == {}
     assert got["acceptance_per_k"] == want["acceptance_per_k"]
+    assert got["margin_in_speed"] == want["margin_in_speed"]
     assert len(got["acceptance_per_k"][scope]) == 5  # k = 1..5, each apart
     # intervals were drawn, not left out, and the rates pooled over k say so
     assert any(r["ci_low"] is not None for r in mine[name]["ja"].values())
@@ -159,6 +162,8 @@ def test_every_run_equals_the_analysis(analysed: Path, tmp_path: Path, by: str) 
             assert mine["by_position"] == run["by_position"], label
             assert mine["by_position_conditional"] == run["by_position_conditional"], label
             assert len(mine["by_position"]["ja"]) == run["k"]
+            assert mine["speed"] == run["speed"], label  # the families' assumed costs
+            assert mine["speed"]["by_lang"]["ja"]["measured_tokens_per_step"] is not None
         else:
             assert "by_position" not in mine
     assert any(run["gap"]["ci_low"] is not None for run in got.values())
@@ -229,7 +234,7 @@ def test_every_table_at_once(analysed: Path, tmp_path: Path) -> None:
         for key in (*FAMILY_FIGURES, "confidence", "gap_length_standardised"):
             assert family[key] == want["families"][fam][key], (fam, key)
         assert family["by_byte_length"] == want["byte_length"][fam]["rates"]
-    for key in ("acceptance_per_k", "h2_contrast"):
+    for key in ("acceptance_per_k", "h2_contrast", "margin_in_speed"):
         assert got[key] == want[key]
     assert got["gap"]["decomposition"]["byte_length"] == want["gap"]["decomposition"]["byte_length"]
     for name, hypothesis in got["hypotheses"].items():  # with their sensitivity, per k too
@@ -237,8 +242,37 @@ def test_every_table_at_once(analysed: Path, tmp_path: Path) -> None:
         assert len(hypothesis["sensitivity"]["per_k"]) == 5
     runs = {run["label"]: run for run in want["runs"]}
     for run in got["runs"]:
-        for key in (*RUN_FIGURES, "by_position", "by_position_conditional"):
+        for key in (*RUN_FIGURES, "by_position", "by_position_conditional", "speed"):
             assert run[key] == runs[run["run"]][key], (run["run"], key)
+
+
+def test_differences_names_every_figure_that_differs(analysed: Path, tmp_path: Path) -> None:
+    """``differences`` (what the bench reports) is empty for the combined figures, and
+    names a figure changed in any of the places it compares."""
+    counts = tmp_path / "counts"
+    request_stats_all(StatsConfig(str(analysed / "tokens.parquet"), str(counts), by="all"))
+    got = write_figures(counts, tmp_path / "f.json", SETTINGS)
+    want = summary(analysed)
+    assert differences(got, want) == []
+    scope = got["scope"]
+    changed = [
+        ("by_pos", lambda w: w["by_pos"]["ja"].popitem()),
+        (f"families.{scope}.gap_judged", lambda w: w["families"][scope]["gap_judged"].update(n=1)),
+        ("hypotheses", lambda w: w["hypotheses"]["H2"].update(verdict="supported")),
+        (
+            "gap.decomposition.byte_length",
+            lambda w: w["gap"]["decomposition"]["byte_length"].clear(),
+        ),
+        ("margin_in_speed", lambda w: w["margin_in_speed"].update(basis="")),
+    ]
+    for path, change in changed:
+        tampered = copy.deepcopy(want)
+        change(tampered)
+        assert differences(got, tampered) == [path], path
+    run = got["runs"][0]["run"]
+    tampered = copy.deepcopy(want)
+    next(r for r in tampered["runs"] if r["label"] == run)["speed"]["draft_cost"] = 9.0
+    assert differences(got, tampered) == [f"runs[{run}].speed"]
 
 
 def test_tables_of_other_rows_are_refused(analysed: Path, tmp_path: Path) -> None:
@@ -258,6 +292,19 @@ def test_tables_of_other_rows_are_refused(analysed: Path, tmp_path: Path) -> Non
     with pytest.raises(TokenlensError, match="not counted from the same rows"):
         write_figures(counts, tmp_path / "f.json", SETTINGS)
     assert not (tmp_path / "f.json").exists()
+
+
+def test_a_draft_cost_given_is_the_speed_model_s(analysed: Path, tmp_path: Path) -> None:
+    """``--draft-cost``, as in analyze: every run's speed model uses it, labelled so."""
+    stats, by = read_table(table_of(analysed, POSITION, tmp_path / "p.parquet"))
+    given = FiguresConfig(seed=3, n_boot=40, min_count=5, draft_cost=0.5)
+    runs = figures(stats, by, given)["runs"]
+    default = {r["run"]: r["speed"] for r in figures(stats, by, SETTINGS)["runs"]}
+    for run in runs:
+        speed = run["speed"]
+        assert (speed["draft_cost"], speed["draft_cost_source"]) == (0.5, "option")
+        assert speed["draft_cost_measured"] is True
+        assert speed["by_lang"] != default[run["run"]]["by_lang"]
 
 
 def test_another_seed_gives_other_intervals(analysed: Path, tmp_path: Path) -> None:

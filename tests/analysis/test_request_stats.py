@@ -126,9 +126,10 @@ def test_spark_runs_the_same_query_and_gives_the_same_table(shards: Path, tmp_pa
     sparks = request_stats_all(StatsConfig(str(shards), str(out), engine="spark", by=ALL))
     locals_ = request_stats_all(StatsConfig(str(shards), str(tmp_path / "duck"), by=ALL))
     assert list(sparks) == list(locals_) == list(BY)
-    for by, spark in sparks.items():
-        local = locals_[by]
-        assert spark is not None and local is not None
+    assert sparks == locals_ and all(n for n in sparks.values())  # rows of each table
+    for by in BY:
+        spark = pq.read_table(out / by, partitioning=None)
+        local = pq.read_table(tmp_path / "duck" / f"{by}.parquet")
         assert rows(spark) == rows(local), by
         edges = set(spark.column("class_edges").to_pylist())
         assert edges == set(local.column("class_edges").to_pylist()), by

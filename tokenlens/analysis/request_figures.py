@@ -40,6 +40,7 @@ from tokenlens.analysis.request_stats import BY, CONFIDENCE, KEYS
 from tokenlens.analysis.request_tables import combine, table_paths
 from tokenlens.analysis.request_verdicts import verdicts
 from tokenlens.analysis.rules import FREE, TRAINED, Rules
+from tokenlens.analysis.run_section import margin_of
 from tokenlens.analysis.summarize import acceptance_per_k
 from tokenlens.analysis.summary_fields import json_value
 from tokenlens.analysis.token_classes import TOKEN_CLASSES
@@ -53,6 +54,8 @@ ADDED = ("class_column", "accepted_chars", "accepted_bytes")
 """Columns request-stats writes since request-figures (2026-12-05), read too."""
 LATER = ("reached", "class_edges", "class_k", "class_k_edges")
 """Columns of a later request-stats, read where present (a table by position has them)."""
+LABELS = (*(c for c in KEYS if c != "k"), "class_column", "class_edges", "class_k_edges")
+"""The table's text columns, read as dictionaries."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class FiguresConfig:
     delta: float = Rules.delta
     alpha: float = Rules.alpha
     min_prompts: int = Rules.min_prompts
+    draft_cost: float | None = None
 
     @property
     def rules(self) -> Rules:
@@ -121,30 +125,36 @@ def read_table(source: str | Path) -> tuple[pd.DataFrame, str]:
     if not path.exists():
         raise TokenlensError(f"{source}: no such file or directory")
     try:
-        table: pa.Table = pq.read_table(path, partitioning=None)
+        names = pq.ParquetDataset(path, partitioning=None).schema.names
+        missing = [c for c in NEEDED if c not in names]
+        if missing:
+            raise TokenlensError(
+                f"{source}: not a table of `tokenlens request-stats` (no column "
+                f"{', '.join(missing)})"
+            )
+        if any(c not in names for c in ADDED):
+            raise TokenlensError(
+                f"{source}: made by an older request-stats, which did not record the class "
+                "column it counted by or the accepted text: run `tokenlens request-stats` "
+                "on it again"
+            )
+        wanted = [*NEEDED, *ADDED, *(c for c in LATER if c in names)]  # older: fewer
+        # only these columns, each text column read as a dictionary: a few bytes a row
+        # (the bins' edges repeat a long text on every row), categoricals in pandas
+        labelled = [c for c in LABELS if c in names]
+        table: pa.Table = pq.read_table(
+            path, columns=wanted, partitioning=None, read_dictionary=labelled
+        )
     except (pa.ArrowException, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TokenlensError(f"{source}: not a Parquet table ({first})") from None
-    missing = [c for c in NEEDED if c not in table.column_names]
-    if missing:
-        raise TokenlensError(
-            f"{source}: not a table of `tokenlens request-stats` (no column {', '.join(missing)})"
-        )
-    if any(c not in table.column_names for c in ADDED):
-        raise TokenlensError(
-            f"{source}: made by an older request-stats, which did not record the class "
-            "column it counted by or the accepted text: run `tokenlens request-stats` "
-            "on it again"
-        )
     by = {str(v) for v in table.column("class_column").unique().to_pylist()}
     if len(by) != 1 or not by <= set(BY):
         raise TokenlensError(
             f"{source}: its rows count by {', '.join(sorted(by)) or 'nothing'}; "
             "one table counts by one class column"
         )
-    extra = [c for c in LATER if c in table.column_names]  # older tables lack them
-    # labels as categoricals: a few bytes a row, not a Python string each
-    frame = table.select([*NEEDED, *ADDED[1:], *extra]).to_pandas(strings_to_categorical=True)
+    frame = table.to_pandas(strings_to_categorical=True)
     return frame, by.pop()
 
 
@@ -294,7 +304,13 @@ def figures(
         column("steps")[events.keep],
         text_of(text, events),
         config.min_count,
+        (config.draft_cost, "option") if config.draft_cost is not None else None,
     )
+    points = [  # each run's (family, k, English judged rate): summary.json's margin
+        (str(events.frame["family"].to_numpy()[events.of(run_of == r["run"])][0]), r["k"], en)
+        for r in runs
+        if (en := r["acceptance_judged"].get("en", {}).get("rate")) is not None
+    ]
     return {
         "by": by,
         "breakdown": name,
@@ -305,6 +321,7 @@ def figures(
         "gap": gap,
         **decided,
         "runs": runs,
+        "margin_in_speed": json_value(margin_of(points, config.rules.delta)),
     }
 
 

@@ -6,11 +6,12 @@ Per run: ``acceptance`` and ``acceptance_judged`` per language, ``text_per_step`
 ``gap`` (every draft) and ``relative_gap_judged``; from a table counted by draft
 position (``request-stats --by position``) also ``by_position`` (accepted at p over the
 steps with a draft at p, with vLLM's ``per_draft`` rate) and
-``by_position_conditional`` (over the steps that reached p: the table's ``reached``).
+``by_position_conditional`` (over the steps that reached p: the table's ``reached``)
+and the ``speed`` model (the draft cost: measured and given, else the drafter family's
+assumed default, as ``analyze`` without ``--bench``).
 The functions are the analysis' own (:func:`~tokenlens.analysis.breakdown.positions`
 counts steps through the resampler, so counted rows count as their events), with the
-whole study's resampler: the same draws as ``analyze``'s ``runs[]``. Not here: the
-speed model (it needs the drafter's measured cost and the run's manifest).
+whole study's resampler: the same draws as ``analyze``'s ``runs[]``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler
 from tokenlens.analysis.breakdown import per_lang, per_step, positions
+from tokenlens.analysis.columns import labels
 from tokenlens.analysis.decompose import has_pair
 from tokenlens.analysis.gap import gap
+from tokenlens.analysis.run_section import run_speed
 from tokenlens.analysis.summary_fields import json_value, typed
-from tokenlens.analysis.summary_figures import Estimate
+from tokenlens.analysis.summary_figures import Estimate, Rate
 from tokenlens.arrays import F64, Mask
 
 POSITION = "position"
@@ -57,6 +60,7 @@ def run_blocks(
     steps: F64,
     text: dict[str, F64],
     min_count: int,
+    cost: tuple[float, str] | None = None,
 ) -> list[dict[str, Any]]:
     """summary.json ``runs[]``'s figures of per-request counts, one block per run in
     ``runs`` (``run_of``: each table row's run): ``run``, ``method``, ``k``, rates,
@@ -85,6 +89,17 @@ def run_blocks(
             )
             block["by_position"] = json_value(unconditional)
             block["by_position_conditional"] = json_value(conditional)
+            family = str(events.frame["family"].iloc[first])
+            speed = run_speed(
+                _rates(block["acceptance"]),
+                _rates(block["acceptance_judged"]),
+                unconditional,
+                _steps(events, rows),
+                block["k"],
+                family,
+                cost,
+            )
+            block["speed"] = json_value(speed)
         block["text_per_step"] = per_step(events.frame, events.rs, rows, steps, text)
         paired = has_pair(events.frame, rows)
         block["gap"] = _estimate(gap(events.frame, events.rs, rows)) if paired else None
@@ -97,3 +112,14 @@ def run_blocks(
 
 def _estimate(block: dict[str, Any]) -> Any:
     return json_value(typed(Estimate, block))
+
+
+def _rates(block: dict[str, Any]) -> dict[str, Rate]:
+    return {lang: rate for lang, v in block.items() if (rate := typed(Rate, v)) is not None}
+
+
+def _steps(events: CountedRows, rows: Mask) -> dict[str, int]:
+    """Verification steps per language among ``rows``: their position-0 events."""
+    lang = labels(events.frame, "lang")
+    first = rows & (events.frame["position"].to_numpy() == 0)
+    return {str(x): events.rs.count(first & (lang == x)) for x in np.unique(lang[rows])}

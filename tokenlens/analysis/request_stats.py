@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tokenlens.analysis.decompose import bins_of
 from tokenlens.analysis.request_bins import CONF_ROW, Runner, confidence_edges
@@ -179,13 +180,18 @@ def request_stats(config: StatsConfig) -> pa.Table | None:
     its workers wrote it). ``config.by`` :data:`ALL`: see :func:`request_stats_all`."""
     if config.by == ALL:
         raise TokenlensError("--by all writes one table per class column: request_stats_all")
-    return _run(config, [(config.by, config.out)])[0]
+    _run(config, [(config.by, config.out)])
+    if "://" in config.out or not config.master.startswith("local"):
+        return None
+    table: pa.Table = pq.read_table(config.out, partitioning=None)  # as written
+    return table
 
 
-def request_stats_all(config: StatsConfig) -> dict[str, pa.Table | None]:
+def request_stats_all(config: StatsConfig) -> dict[str, int | None]:
     """One table per class column of :data:`BY`, from one engine session: ``config.out``
     becomes a directory (refused if it exists) holding ``<column>.parquet`` (DuckDB) or
-    ``<column>/`` (Spark's parts), which ``request-figures`` reads as one study."""
+    ``<column>/`` (Spark's parts), which ``request-figures`` reads as one study. Returns
+    each table's rows (None where a cluster wrote it); no table is held in memory."""
     if "://" not in config.out:
         out = Path(config.out)
         if out.exists():
@@ -194,11 +200,21 @@ def request_stats_all(config: StatsConfig) -> dict[str, pa.Table | None]:
             out.mkdir(parents=True)
     suffix = ".parquet" if config.engine == "duckdb" else ""
     jobs = [(by, f"{config.out.rstrip('/')}/{by}{suffix}") for by in BY]
-    return dict(zip(BY, _run(config, jobs), strict=True))
+    _run(config, jobs)
+    if "://" in config.out or not config.master.startswith("local"):
+        return dict.fromkeys(BY)
+    return {by: _rows(out) for by, out in jobs}
 
 
-def _run(config: StatsConfig, jobs: list[tuple[str, str]]) -> list[pa.Table | None]:
-    """Each (class column, output) of ``jobs`` on ``config.engine``, in one session."""
+def _rows(path: str) -> int:
+    """The rows of a Parquet file or directory of parts, from their footers."""
+    files = sorted(Path(path).rglob("*.parquet")) if Path(path).is_dir() else [Path(path)]
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def _run(config: StatsConfig, jobs: list[tuple[str, str]]) -> None:
+    """Each (class column, output) of ``jobs`` on ``config.engine``, in one session,
+    written where it says (streamed by the engine, never held here)."""
     for by, _ in jobs:
         query(by)  # refuses an unknown column before an engine starts
     if config.engine not in ENGINES:
@@ -217,8 +233,9 @@ def _run(config: StatsConfig, jobs: list[tuple[str, str]]) -> list[pa.Table | No
             raise TokenlensError(f"{out} exists: give another --out (nothing was overwritten)")
     planned = [(_plan(by), out) for by, out in jobs]
     if config.engine == "duckdb":
-        return list(_duckdb(planned, config))
-    return _spark(planned, config)
+        _duckdb(planned, config)
+    else:
+        _spark(planned, config)
 
 
 def _parquet_glob(source: str) -> str:
@@ -230,16 +247,13 @@ Job = tuple[Callable[[Runner], str], str]
 """A query's plan (:func:`_plan`) and where its table goes."""
 
 
-def _duckdb(jobs: list[Job], config: StatsConfig) -> list[pa.Table]:
+def _duckdb(jobs: list[Job], config: StatsConfig) -> None:
     try:
         import duckdb
     except ImportError:
         raise _missing("duckdb") from None
-    import pyarrow.parquet as pq
-
     spill = tempfile.TemporaryDirectory(prefix="tokenlens-duckdb-")
     con = duckdb.connect()
-    tables = []
     try:
         con.execute(f"SET temp_directory = '{_quoted(spill.name)}'")
         if config.memory is not None:
@@ -259,17 +273,14 @@ def _duckdb(jobs: list[Job], config: StatsConfig) -> list[pa.Table]:
             result: pa.Table = con.sql(sql).to_arrow_table()
             return result
 
-        for plan, out in jobs:
-            table = run(plan(run))
-            pq.write_table(table, out)
-            tables.append(table)
+        for plan, out in jobs:  # streamed to the file: DuckDB spills past --memory
+            con.execute(f"COPY ({plan(run)}) TO '{_quoted(out)}' (FORMAT PARQUET)")
     except duckdb.Error as exc:  # no parquet there, or not tokens.parquet's columns
         first = str(exc).strip().splitlines()[0]
         raise TokenlensError(f"{config.source}: {first}") from None
     finally:
         con.close()
         spill.cleanup()
-    return tables
 
 
 def _quoted(text: str) -> str:
@@ -277,7 +288,7 @@ def _quoted(text: str) -> str:
     return text.replace("'", "''")
 
 
-def _spark(jobs: list[Job], config: StatsConfig) -> list[pa.Table | None]:
+def _spark(jobs: list[Job], config: StatsConfig) -> None:
     try:
         from pyspark.errors import AnalysisException
         from pyspark.sql import SparkSession
@@ -291,7 +302,6 @@ def _spark(jobs: list[Job], config: StatsConfig) -> list[pa.Table | None]:
         .config("spark.sql.shuffle.partitions", "8")
         .getOrCreate()
     )
-    tables: list[pa.Table | None] = []
     try:
         rows = spark.read.option("recursiveFileLookup", "true").parquet(config.source)
         rows.createOrReplaceTempView("tokens")
@@ -301,19 +311,13 @@ def _spark(jobs: list[Job], config: StatsConfig) -> list[pa.Table | None]:
             return pa.Table.from_pandas(spark.sql(sql).toPandas(), preserve_index=False)
 
         for plan, out in jobs:
-            result = spark.sql(plan(run)).cache()
             try:  # Spark's default mode refuses an existing output: nothing overwritten
-                result.write.mode("errorifexists").parquet(out)
+                spark.sql(plan(run)).write.mode("errorifexists").parquet(out)
             except AnalysisException as exc:
                 first = str(exc).strip().splitlines()[0]
                 raise TokenlensError(f"{out}: {first} (nothing was overwritten)") from None
-            local = config.master.startswith("local")
-            tables.append(
-                pa.Table.from_pandas(result.toPandas(), preserve_index=False) if local else None
-            )
     finally:
         spark.stop()
-    return tables
 
 
 def _missing(package: str) -> TokenlensError:

@@ -17,7 +17,7 @@ from typing import Any
 from tokenlens.analysis.request_stats import BY
 from tokenlens.errors import TokenlensError
 
-SHARED = ("scope", "settings", "acceptance_per_k")
+SHARED = ("scope", "settings", "acceptance_per_k", "margin_in_speed")
 """Top-level figures every table gives alike."""
 
 
@@ -85,3 +85,58 @@ def _differ(by: str, where: str) -> TokenlensError:
         f"the table by {by} gives another {where} than the others: the tables were not "
         "counted from the same rows (count them again, together: --by all)"
     )
+
+
+def differences(got: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """Where ``request-figures``' ``got`` differs from ``summary.json`` of the same runs
+    and settings (empty: every figure ``got`` holds equals the analysis', to the last
+    digit), as paths such as ``families.trained.gap_judged``. Compared: the scope
+    family's rates, text per step and breakdowns with the top level; every family's
+    figures with ``families`` (``by_byte_length`` with ``byte_length``); the gap section;
+    ``acceptance_per_k``, ``margin_in_speed``, ``h2_contrast`` and ``hypotheses``; every
+    run's figures with ``runs[]``."""
+    out = []
+
+    def check(where: str, mine: Any, theirs: Any) -> None:
+        if mine != theirs:
+            out.append(where)
+
+    scope = got["scope"]
+    for key, value in got["families"][scope].items():
+        if key in ("acceptance", "acceptance_judged", "text_per_step") or key.startswith("by_"):
+            check(key, value, summary.get(key))
+    for name, family in got["families"].items():
+        for key, value in family.items():
+            if key == "by_byte_length":
+                check(f"byte_length.{name}.rates", value, summary["byte_length"][name]["rates"])
+            elif not key.startswith("by_") and key != "text_per_step":
+                check(f"families.{name}.{key}", value, summary["families"][name].get(key))
+    if got["gap"] is not None:
+        for key, value in got["gap"].items():
+            if key == "decomposition":
+                for column, split in value.items():
+                    theirs = summary["gap"]["decomposition"].get(column)
+                    check(f"gap.decomposition.{column}", split, theirs)
+            else:
+                check(f"gap.{key}", value, summary["gap"].get(key))
+    for key in ("acceptance_per_k", "margin_in_speed", "h2_contrast", "hypotheses"):
+        if key in got:
+            theirs = summary.get(key)
+            if key == "hypotheses" and not any("sensitivity" in h for h in got[key].values()):
+                theirs = {n: _without(h, "sensitivity") for n, h in (theirs or {}).items()}
+            check(key, got[key], theirs)
+    runs = {run["label"]: run for run in summary["runs"]}
+    for run in got["runs"]:
+        theirs = runs.get(run["run"])
+        if theirs is None:
+            out.append(f"runs[{run['run']}]")
+            continue
+        check(f"runs[{run['run']}].method", run["method"], theirs["method"])
+        for key, value in run.items():
+            if key not in ("run", "method"):
+                check(f"runs[{run['run']}].{key}", value, theirs.get(key))
+    return out
+
+
+def _without(block: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != key}

@@ -67,23 +67,11 @@ def run_section(
     judged_rate = _by_lang(Rate, per_lang(frame, rs, sub_judged, config.min_count))
     built_unconditional, built_conditional = positions(frame, rs, mine, config.min_count)
     unconditional = _table(PositionRate, built_unconditional)
-    if cost is not None:
-        used_cost, cost_source, measured = cost[0], cost[1], True
-    else:
-        family = family_of(info.method, config.method_families)
-        used_cost, cost_source, measured = default_cost(family), "assumed default", False
+    family = family_of(info.method, config.method_families)
     lang_of = labels(frame, "lang")
     first = frame["position"].to_numpy() == 0
-    speed = {}
-    for lang, rate in acceptance.items():
-        # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
-        at = unconditional.get(lang, {})
-        curve = [(at[str(p)].per_draft if str(p) in at else None) or 0.0 for p in range(info.k)]
-        steps = int((mine & first & (lang_of == lang)).sum())
-        tps = 1.0 + int(rate.accepted or 0) / steps if steps else None
-        iid = (judged_rate[lang].rate if lang in judged_rate else None) or 0.0
-        model = speed_model(curve, iid, info.k, used_cost, tps, cost_measured=measured)
-        speed[lang] = _typed(SpeedModel, model)
+    steps = {lang: int((mine & first & (lang_of == lang)).sum()) for lang in acceptance}
+    speed = run_speed(acceptance, judged_rate, unconditional, steps, info.k, family, cost)
     unknown = set(info.provenance) - set(RunSummary.PROVENANCE)
     if unknown:  # the record writes these four keys or none
         raise TypeError(f"summary.json: runs[] does not declare {', '.join(sorted(unknown))}")
@@ -112,12 +100,42 @@ def run_section(
         relative_gap_judged=typed(Estimate, gap(frame, rs, sub_judged, relative=True))
         if paired
         else None,
-        speed=RunSpeed(
-            draft_cost_source=cost_source,
-            draft_cost=used_cost,
-            draft_cost_measured=measured,
-            by_lang=speed,
-        ),
+        speed=speed,
+    )
+
+
+def run_speed(
+    acceptance: Mapping[str, Rate],
+    judged_rate: Mapping[str, Rate],
+    unconditional: Mapping[str, Mapping[str, PositionRate]],
+    steps: Mapping[str, int],
+    k: int,
+    family: str,
+    cost: tuple[float, str] | None,
+) -> RunSpeed:
+    """A run's speed model per language: vLLM's per-draft rates by position
+    (``unconditional``), its verification ``steps`` per language, the judged rate, its
+    k, and the draft cost (``cost``: measured, with its source; None: the ``family``'s
+    assumed default)."""
+    if cost is not None:
+        used_cost, cost_source, measured = cost[0], cost[1], True
+    else:
+        used_cost, cost_source, measured = default_cost(family), "assumed default", False
+    speed = {}
+    for lang, rate in acceptance.items():
+        # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
+        at = unconditional.get(lang, {})
+        curve = [(at[str(p)].per_draft if str(p) in at else None) or 0.0 for p in range(k)]
+        n = steps.get(lang, 0)
+        tps = 1.0 + int(rate.accepted or 0) / n if n else None
+        iid = (judged_rate[lang].rate if lang in judged_rate else None) or 0.0
+        model = speed_model(curve, iid, k, used_cost, tps, cost_measured=measured)
+        speed[lang] = _typed(SpeedModel, model)
+    return RunSpeed(
+        draft_cost_source=cost_source,
+        draft_cost=used_cost,
+        draft_cost_measured=measured,
+        by_lang=speed,
     )
 
 
@@ -144,13 +162,20 @@ def margin_section(
     """δ in speed terms per drafter family and k (:func:`margin_in_speed`), at the
     English judged rate of the runs of that k (the reference a Japanese deficit is
     measured from)."""
-    seen: dict[tuple[str, int], list[float]] = {}
+    points = []
     for run in runs:
         en = run.acceptance_judged.get("en")
-        if en is None or en.rate is None:
-            continue
-        family = family_of(str(run.method), declared)
-        seen.setdefault((family, int(run.k or 0)), []).append(float(en.rate))
+        if en is not None and en.rate is not None:
+            family = family_of(str(run.method), declared)
+            points.append((family, int(run.k or 0), float(en.rate)))
+    return margin_of(points, delta)
+
+
+def margin_of(points: Sequence[tuple[str, int, float]], delta: float) -> MarginInSpeed:
+    """:func:`margin_section` from each run's (drafter family, k, English judged rate)."""
+    seen: dict[tuple[str, int], list[float]] = {}
+    for family, k, rate in points:
+        seen.setdefault((family, k), []).append(rate)
     families: dict[str, dict[str, SpeedMargin]] = {}
     for (family, k), values in sorted(seen.items()):
         families.setdefault(family, {})[str(k)] = margin_in_speed(float(np.mean(values)), k, delta)

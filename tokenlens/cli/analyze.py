@@ -8,10 +8,10 @@ from typing import Any
 
 from tokenlens.cli.common import (
     add_bootstrap_options,
+    add_draft_cost_option,
     add_interval_option,
     add_progress_flag,
     add_rule_options,
-    number_in,
     positive_int,
     progress_for,
     say,
@@ -117,12 +117,7 @@ def register(subparsers: Any) -> None:
     )
     add_rule_options(parser)
     add_interval_option(parser)
-    parser.add_argument(
-        "--draft-cost",
-        type=number_in(0.0),
-        metavar="C",
-        help="draft cost / target cost for the speed model (>= 0)",
-    )
+    add_draft_cost_option(parser)
     parser.add_argument(
         "--bench",
         type=Path,

@@ -189,6 +189,16 @@ def add_rule_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_draft_cost_option(parser: argparse.ArgumentParser) -> None:
+    """``--draft-cost``, as ``analyze`` reads it (None: the drafter family's default)."""
+    parser.add_argument(
+        "--draft-cost",
+        type=number_in(0.0),
+        metavar="C",
+        help="draft cost / target cost for the speed model (>= 0)",
+    )
+
+
 def add_interval_option(parser: argparse.ArgumentParser) -> None:
     """``--interval``, as ``analyze`` reads it."""
     parser.add_argument(

@@ -8,6 +8,7 @@ from typing import Any
 
 from tokenlens.cli.common import (
     add_bootstrap_options,
+    add_draft_cost_option,
     add_interval_option,
     add_rule_options,
     say,
@@ -25,6 +26,7 @@ each with the prompt-clustered bootstrap interval of `tokenlens analyze`:
 - by the table's class column: its breakdown (by_script, by_pos, by_byte_length...,
   judged rows), or with --by n_bytes the gap with token byte length standardised away
   (and its split by length), or with --by position the rates by draft position per run,
+  with every run's speed model (--draft-cost, else the drafter family's default cost),
   or with --by confidence the split by the target's confidence, the H2 contrast and
   the H1/H2 verdicts; from the directory of `request-stats --by all`, all of these at
   once, the verdicts with their sensitivity (each k's verdicts, the threshold's flip
@@ -69,6 +71,7 @@ def register(subparsers: Any) -> None:
     add_bootstrap_options(parser, "groups with fewer rows are flagged sparse")
     add_interval_option(parser)
     add_rule_options(parser)
+    add_draft_cost_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -83,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         args.interval,
         delta=args.threshold,
         min_prompts=args.min_prompts,
+        draft_cost=args.draft_cost,
         **({} if args.alpha is None else {"alpha": args.alpha}),
     )
     write_figures(args.source, args.out, config)

@@ -77,8 +77,11 @@ def run(args: argparse.Namespace) -> int:
 
     config = StatsConfig(args.source, args.out, args.engine, args.by, args.master, args.memory)
     if args.by == ALL:
-        tables = request_stats_all(config)
-        counted = ", ".join(f"{by} {_rows(t)}" for by, t in tables.items())
+        written = request_stats_all(config)
+        counted = ", ".join(
+            f"{by} {n} rows" if n is not None else f"{by} written by the cluster"
+            for by, n in written.items()
+        )
         say(f"{args.out}: a table per class column ({counted})")
         return 0
     say(f"{args.out} ({_rows(request_stats(config))})")
