@@ -38,7 +38,7 @@ from tokenlens.analysis.request_gaps import LENGTH, family_gaps, gap_block
 from tokenlens.analysis.request_runs import POSITION, CountedRows, run_blocks
 from tokenlens.analysis.request_stats import BY, CONFIDENCE, KEYS
 from tokenlens.analysis.request_tables import combine, table_paths
-from tokenlens.analysis.request_verdicts import verdicts
+from tokenlens.analysis.request_verdicts import Counts, verdicts
 from tokenlens.analysis.rules import FREE, TRAINED, Rules
 from tokenlens.analysis.run_section import margin_of
 from tokenlens.analysis.summarize import acceptance_per_k
@@ -288,9 +288,8 @@ def figures(
         raise TokenlensError(f"no row of the {TRAINED} or {FREE} drafter family")
     decided: dict[str, Any] = {}
     if by == CONFIDENCE:
-        parts, decided = verdicts(
-            stats, events, judged, family_of, config.rules, config.support, standardised
-        )
+        counts = Counts(stats, events, judged, family_of)
+        parts, decided = verdicts(counts, config.rules, config.support, standardised)
         for family, block in out.items():
             block["confidence"] = json_value(parts.families[family].confidence)
     scope = TRAINED if TRAINED in out else FREE

@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.analysis.request_stats import BY
+from tokenlens.analysis.token_classes import TOKEN_CLASSES
 from tokenlens.errors import TokenlensError
+
+BY_LENGTH = next(c.breakdown for c in TOKEN_CLASSES if c.column == "bytes_bucket")
+"""The breakdown summary.json also holds under ``byte_length``, per family."""
 
 SHARED = ("scope", "settings", "acceptance_per_k", "margin_in_speed")
 """Top-level figures every table gives alike."""
@@ -92,9 +96,9 @@ def differences(got: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     and settings (empty: every figure ``got`` holds equals the analysis', to the last
     digit), as paths such as ``families.trained.gap_judged``. Compared: the scope
     family's rates, text per step and breakdowns with the top level; every family's
-    figures with ``families`` (``by_byte_length`` with ``byte_length``); the gap section;
-    ``acceptance_per_k``, ``margin_in_speed``, ``h2_contrast`` and ``hypotheses``; every
-    run's figures with ``runs[]``."""
+    figures with ``families`` (the breakdown by byte length with ``byte_length``); the
+    gap section; ``acceptance_per_k``, ``margin_in_speed``, ``h2_contrast`` and
+    ``hypotheses``; every run's figures with ``runs[]``."""
     out = []
 
     def check(where: str, mine: Any, theirs: Any) -> None:
@@ -107,7 +111,7 @@ def differences(got: dict[str, Any], summary: dict[str, Any]) -> list[str]:
             check(key, value, summary.get(key))
     for name, family in got["families"].items():
         for key, value in family.items():
-            if key == "by_byte_length":
+            if key == BY_LENGTH:
                 check(f"byte_length.{name}.rates", value, summary["byte_length"][name]["rates"])
             elif not key.startswith("by_") and key != "text_per_step":
                 check(f"families.{name}.{key}", value, summary["families"][name].get(key))

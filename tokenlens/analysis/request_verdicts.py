@@ -14,7 +14,7 @@ anew).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -34,21 +34,27 @@ from tokenlens.errors import TokenlensError
 Labels = np.ndarray[Any, np.dtype[np.object_]]
 
 
+@dataclass(frozen=True)
+class Counts:
+    """A table by confidence as the verdicts read it: the table (``stats``), its rows
+    standing for events and for judged rows, and each table row's drafter family."""
+
+    stats: pd.DataFrame
+    events: CountedRows
+    judged: CountedRows
+    family_of: Labels
+
+
 def verdicts(
-    stats: pd.DataFrame,
-    events: CountedRows,
-    judged: CountedRows,
-    family_of: Labels,
-    rules: Rules,
-    support: Support,
-    standardised: Mapping[str, Any] | None,
+    counts: Counts, rules: Rules, support: Support, standardised: Mapping[str, Any] | None
 ) -> tuple[Parts, dict[str, Any]]:
     """The parts and ``{"h2_contrast", "hypotheses"}`` as summary.json holds them; the
     hypotheses with their ``sensitivity`` when ``standardised`` (each family's
     ``gap_length_standardised``, as summary.json holds it) is given."""
+    stats, events, judged = counts.stats, counts.events, counts.judged
     codes = _codes(judged.frame["confidence"])
     labels = _labels(stats["class_edges"])
-    parts = _parts(events, judged, family_of, (codes, labels), rules, support)
+    parts = _parts(events, judged, counts.family_of, (codes, labels), rules, support)
     hypotheses = decide(events.frame, events.rs, rules, parts)
     if standardised is not None:
         families = {
@@ -58,7 +64,7 @@ def verdicts(
             )
             for name, family in parts.families.items()
         }
-        ks = per_k(stats, events, judged, family_of, rules, support)
+        ks = per_k(counts, rules, support)
         hypotheses = with_sensitivity(hypotheses, replace(parts, families=families), ks, rules)
     out = {
         "h2_contrast": json_value(parts.contrast),
@@ -67,16 +73,10 @@ def verdicts(
     return parts, out
 
 
-def per_k(
-    stats: pd.DataFrame,
-    events: CountedRows,
-    judged: CountedRows,
-    family_of: Labels,
-    rules: Rules,
-    support: Support,
-) -> dict[str, dict[str, Any]]:
+def per_k(counts: Counts, rules: Rules, support: Support) -> dict[str, dict[str, Any]]:
     """:func:`~tokenlens.analysis.sensitivity.per_k` from the counts: each k's runs
     alone, binned by their own edges (``class_k``); empty below two k."""
+    stats, events, judged, family_of = counts.stats, counts.events, counts.judged, counts.family_of
     k_of = stats["k"].to_numpy()
     values = sorted({int(k) for k in k_of})
     if len(values) < 2:
