@@ -19,11 +19,14 @@ yarn, k8s://...; SOURCE and --out then name storage every worker reads, e.g. s3a
 hdfs://). Needs the optional extra: pip install 'tokenlens[distributed]'.
 
 --by picks the class column one table counts by (--by all: every one, a table each,
-in the directory --out, which request-figures reads whole); `tokenlens request-figures` reads
-the table and gives, whatever the column, the rates, text per step and gaps per
-drafter family and per run, and by the column: a token-class breakdown (script, pos,
-boundary, particle_type, rank_bucket, bytes_bucket, conf_bucket), the gap with token
-byte length standardised away (n_bytes), or the rates by draft position (position).
+in the directory --out, which request-figures reads whole). `tokenlens
+request-figures` reads the table and gives, whatever the column, the rates, text per
+step and gaps per drafter family and per run, and by the column: a token-class
+breakdown (script, pos, boundary, particle_type, rank_bucket, bytes_bucket,
+conf_bucket), the gap with token byte length standardised away (n_bytes), the rates by
+draft position and the speed model per run (position), or the split by the target's
+confidence, the H2 contrast and the H1/H2 verdicts (confidence: the analysis' bins,
+found by the engine first).
 """
 
 EPILOG = """\
@@ -31,7 +34,7 @@ examples:
   tokenlens request-stats out/dm3/tokens.parquet --out out/dm3/requests.parquet
   tokenlens request-stats out/fleet/ --by pos --out out/fleet-pos.parquet
   tokenlens request-stats out/fleet/ --by n_bytes --out out/fleet-length.parquet
-  tokenlens request-stats out/fleet/ --by all --out out/fleet-counts
+  tokenlens request-stats out/fleet/ --by all --memory 1GB --out out/fleet-counts
   tokenlens request-stats s3a://traces/tokens/ --engine spark \\
       --master spark://head:7077 --out s3a://traces/request-stats/
 """
