@@ -33,8 +33,8 @@ each with the prompt-clustered bootstrap interval of `tokenlens analyze`:
   points, all tokens, the length-standardised gate).
 With analyze's --seed, --bootstrap, --min-count, --interval, --threshold, --alpha,
 --min-prompts and --draft-cost, the figures equal those of summary.json for the same
-runs, to the last digit: a fleet's traces are counted where they lie and read here, in the memory of the
-table, not of its events. The verdicts assume what analyze checks from the run
+runs, to the last digit: a fleet's traces are counted where they lie and read here, in
+the memory of the table, not of its events. The verdicts assume what analyze checks from the run
 directories and a table cannot show: that no run is an approximate replay no check
 trace vouches for. Not given: the decomposition by token class, the like-for-like class
 contrasts, the exploration, the logistic model, rejections and domains (they need the
@@ -63,8 +63,11 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "source", metavar="TABLE", type=Path, help="request-stats' output: a file, Spark's directory of parts, or the directory of "
-        "--by all"
+        "source",
+        metavar="TABLE",
+        type=Path,
+        help="request-stats' output: a file, Spark's directory of parts, or the directory "
+        "of --by all",
     )
     parser.add_argument(
         "--out", required=True, type=Path, metavar="FILE", help="JSON output (not overwritten)"
