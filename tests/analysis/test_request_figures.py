@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -385,3 +386,18 @@ def test_a_table_of_two_class_columns_is_refused(analysed: Path, tmp_path: Path)
     with pytest.raises(TokenlensError, match="one table counts by one class column"):
         write_figures(both, tmp_path / "f.json", SETTINGS)
     assert not (tmp_path / "f.json").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime (17+)")
+def test_a_spark_directory_gives_the_analysis_figures(analysed: Path, tmp_path: Path) -> None:
+    """``request-stats --engine spark --by all`` (local mode, the engine a cluster runs):
+    its directories of parts read as one study give summary.json's figures, the verdicts
+    with each k's own bins included."""
+    pytest.importorskip("pyspark")
+    counts = tmp_path / "spark"
+    config = StatsConfig(str(analysed / "tokens.parquet"), str(counts), engine="spark", by="all")
+    request_stats_all(config)
+    got = write_figures(counts, tmp_path / "f.json", SETTINGS)
+    assert differences(got, summary(analysed)) == []
+    assert len(got["hypotheses"]["H1"]["sensitivity"]["per_k"]) == 5
