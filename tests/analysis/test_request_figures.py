@@ -401,3 +401,25 @@ def test_a_spark_directory_gives_the_analysis_figures(analysed: Path, tmp_path: 
     got = write_figures(counts, tmp_path / "f.json", SETTINGS)
     assert differences(got, summary(analysed)) == []
     assert len(got["hypotheses"]["H1"]["sensitivity"]["per_k"]) == 5
+
+
+def test_a_real_positive_control_read_from_its_counts(tmp_path: Path) -> None:
+    """The H200 positive control (reports/gpu/control, third run): a drafter trained on
+    no Japanese against the n-gram drafter, real weights, 60 prompt pairs. From its
+    counts alone every figure equals the analysis', and the verdicts find the planted
+    cause as the analysis does: H2 supported, H1 not."""
+    pytest.importorskip("duckdb")
+    control = REPO / "reports" / "gpu" / "control" / "run3" / "runs"
+    config = AnalyzeConfig(
+        runs=(control / "ja000", control / "ngram"),
+        out=tmp_path / "analysis",
+        n_boot=200,
+        regression=False,
+    )
+    run_analyze(config)
+    tokens = tmp_path / "analysis" / "tokens.parquet"
+    request_stats_all(StatsConfig(str(tokens), str(tmp_path / "counts"), by="all"))
+    got = write_figures(tmp_path / "counts", tmp_path / "f.json", FiguresConfig(n_boot=200))
+    assert differences(got, summary(tmp_path / "analysis")) == []
+    verdicts = {name: h["verdict"] for name, h in got["hypotheses"].items()}
+    assert verdicts == {"H1": "not_supported", "H2": "supported"}
