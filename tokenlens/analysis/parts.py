@@ -137,8 +137,8 @@ def parts_of(
             configurations=tuple((str(m), int(k)) for m, k in configurations(frame, mask)),
             # vLLM's rate over every run of the family: pooled over k when the family
             # has several (``configurations``); read per run (``runs[]``) then.
-            acceptance=_rates(per_lang(frame, every.rs, mask, 0)),
-            acceptance_judged=_rates(per_lang(judged.frame, judged.rs, rows, 0)),
+            acceptance=rate_records(per_lang(frame, every.rs, mask, 0)),
+            acceptance_judged=rate_records(per_lang(judged.frame, judged.rs, rows, 0)),
             prompts=prompts_per_lang(frame, mask),
         )
         if has_pair(judged.frame, rows):
@@ -163,6 +163,6 @@ def parts_of(
     return Parts(out, contrast, prompts_per_lang(frame), n_conf, max(g - h, 0))
 
 
-def _rates(block: Mapping[str, Any]) -> dict[str, Rate]:
+def rate_records(block: Mapping[str, Any]) -> dict[str, Rate]:
     """``{lang: Rate}`` from :func:`~tokenlens.analysis.breakdown.per_lang`."""
     return {lang: rate for lang, v in block.items() if (rate := typed(Rate, v)) is not None}

@@ -246,10 +246,15 @@ def figures(
     judged = counted("judged", "judged_accepted")
     # every accepted draft was judged: accepted among the rows that reached p
     reached = counted("reached", "accepted") if by == POSITION else None
-    text = {  # breakdown.text_per_step's totals, summed per request
-        "accepted_tokens": column("accepted"),
-        "accepted_chars": column("accepted_chars"),
-        "accepted_bytes": column("accepted_bytes"),
+    # breakdown.text_per_step's totals, summed per request, for the rows of events
+    steps = column("steps")[events.keep]
+    text = {
+        name: column(source)[events.keep]
+        for name, source in (
+            ("accepted_tokens", "accepted"),
+            ("accepted_chars", "accepted_chars"),
+            ("accepted_bytes", "accepted_bytes"),
+        )
     }
     family_of = _text(stats["family"])
     out: dict[str, dict[str, Any]] = {}
@@ -271,9 +276,7 @@ def figures(
         }
         if name is not None:
             block[name] = rates(judged.frame, judged.rs, by, rows[1], config.min_count)
-        block["text_per_step"] = per_step(
-            events.frame, events.rs, rows[0], column("steps")[events.keep], text_of(text, events)
-        )
+        block["text_per_step"] = per_step(events.frame, events.rs, rows[0], steps, text)
         ks = sorted({int(k) for k in events.frame["k"].to_numpy()[rows[0]]})
         if len(ks) >= 2:  # summarize.label_pooled's labels
             pooled = [*block["acceptance"].values(), *block["acceptance_judged"].values()]
@@ -300,13 +303,13 @@ def figures(
         events,
         judged,
         reached,
-        column("steps")[events.keep],
-        text_of(text, events),
+        steps,
+        text,
         config.min_count,
         (config.draft_cost, "option") if config.draft_cost is not None else None,
     )
     points = [  # each run's (family, k, English judged rate): summary.json's margin
-        (str(events.frame["family"].to_numpy()[events.of(run_of == r["run"])][0]), r["k"], en)
+        (str(family_of[run_of == r["run"]][0]), r["k"], en)
         for r in runs
         if (en := r["acceptance_judged"].get("en", {}).get("rate")) is not None
     ]
@@ -324,15 +327,10 @@ def figures(
     }
 
 
-def text_of(text: dict[str, F64], rows: CountedRows) -> dict[str, F64]:
-    """Per-table-row sums as arrays of ``rows``' own rows."""
-    return {name: values[rows.keep] for name, values in text.items()}
-
-
 def _breakdown(by: str) -> str | None:
     """The ``by_*`` name summary.json gives the breakdown of class column ``by`` (None
-    for :data:`~tokenlens.analysis.request_gaps.LENGTH`, whose counts give the
-    length-standardised gap, not a table)."""
+    for byte length, position and confidence, whose counts give the standardised gap,
+    the rates by position and the verdicts, not a ``by_*`` table)."""
     if by in (LENGTH, POSITION, CONFIDENCE):
         return None
     for c in TOKEN_CLASSES:

@@ -23,7 +23,7 @@ from typing import Any
 
 from tokenlens.analysis.decompose import Support, has_pair
 from tokenlens.analysis.gap import gap
-from tokenlens.analysis.request_runs import CountedRows
+from tokenlens.analysis.request_runs import CountedRows, estimate_json
 from tokenlens.analysis.standardise import COLUMN as LENGTH_SPLIT
 from tokenlens.analysis.standardise import length_split, length_standardised
 from tokenlens.analysis.summary_fields import json_value, typed
@@ -80,10 +80,6 @@ def gap_block(
     all_rows, judged_rows = rows
     if not has_pair(judged.frame, judged_rows):
         return None
-
-    def estimate(block: dict[str, Any]) -> Any:
-        return json_value(typed(Estimate, block))
-
     decomposition: dict[str, Any] = {}
     if by == LENGTH:
         split = typed(Split, length_split(judged.frame, judged.rs, judged_rows, support))
@@ -91,8 +87,8 @@ def gap_block(
             decomposition[LENGTH_SPLIT] = json_value(split)
     return {
         "family": name,
-        "overall": estimate(gap(events.frame, events.rs, all_rows)),
-        "judged": estimate(gap(judged.frame, judged.rs, judged_rows)),
-        "relative_judged": estimate(gap(judged.frame, judged.rs, judged_rows, relative=True)),
+        "overall": estimate_json(gap(events.frame, events.rs, all_rows)),
+        "judged": estimate_json(gap(judged.frame, judged.rs, judged_rows)),
+        "relative_judged": estimate_json(gap(judged.frame, judged.rs, judged_rows, relative=True)),
         "decomposition": decomposition,
     }

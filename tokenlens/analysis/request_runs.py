@@ -24,12 +24,12 @@ import pandas as pd
 
 from tokenlens.analysis.bootstrap import Resampler
 from tokenlens.analysis.breakdown import per_lang, per_step, positions
-from tokenlens.analysis.columns import labels
 from tokenlens.analysis.decompose import has_pair
 from tokenlens.analysis.gap import gap
+from tokenlens.analysis.parts import rate_records
 from tokenlens.analysis.run_section import run_speed
 from tokenlens.analysis.summary_fields import json_value, typed
-from tokenlens.analysis.summary_figures import Estimate, Rate
+from tokenlens.analysis.summary_figures import Estimate
 from tokenlens.arrays import F64, Mask
 
 POSITION = "position"
@@ -91,10 +91,9 @@ def run_blocks(
             block["by_position_conditional"] = json_value(conditional)
             family = str(events.frame["family"].iloc[first])
             speed = run_speed(
-                _rates(block["acceptance"]),
-                _rates(block["acceptance_judged"]),
+                rate_records(block["acceptance"]),
+                rate_records(block["acceptance_judged"]),
                 unconditional,
-                _steps(events, rows),
                 block["k"],
                 family,
                 cost,
@@ -102,24 +101,16 @@ def run_blocks(
             block["speed"] = json_value(speed)
         block["text_per_step"] = per_step(events.frame, events.rs, rows, steps, text)
         paired = has_pair(events.frame, rows)
-        block["gap"] = _estimate(gap(events.frame, events.rs, rows)) if paired else None
+        block["gap"] = estimate_json(gap(events.frame, events.rs, rows)) if paired else None
         block["relative_gap_judged"] = (
-            _estimate(gap(judged.frame, judged.rs, judged_rows, relative=True)) if paired else None
+            estimate_json(gap(judged.frame, judged.rs, judged_rows, relative=True))
+            if paired
+            else None
         )
         out.append(block)
     return out
 
 
-def _estimate(block: dict[str, Any]) -> Any:
+def estimate_json(block: dict[str, Any]) -> Any:
+    """A builder's estimate block as summary.json writes it (typed on the way)."""
     return json_value(typed(Estimate, block))
-
-
-def _rates(block: dict[str, Any]) -> dict[str, Rate]:
-    return {lang: rate for lang, v in block.items() if (rate := typed(Rate, v)) is not None}
-
-
-def _steps(events: CountedRows, rows: Mask) -> dict[str, int]:
-    """Verification steps per language among ``rows``: their position-0 events."""
-    lang = labels(events.frame, "lang")
-    first = rows & (events.frame["position"].to_numpy() == 0)
-    return {str(x): events.rs.count(first & (lang == x)) for x in np.unique(lang[rows])}

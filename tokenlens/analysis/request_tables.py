@@ -60,7 +60,9 @@ def combine(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             _merge(out["families"][name], family, f"families.{name}", by)
         for run in other["runs"]:
             _merge(runs[run["run"]], run, f"runs[{run['run']}]", by)
-        if other["gap"] is not None and out["gap"] is not None:
+        if (other["gap"] is None) != (out["gap"] is None):
+            raise _differ(by, "gap")
+        if other["gap"] is not None:
             decomposition = other["gap"].pop("decomposition")
             _merge(out["gap"], other["gap"], "gap", by)
             out["gap"]["decomposition"].update(decomposition)

@@ -134,8 +134,8 @@ def _parts(
 
 def _codes(classes: pd.Series) -> I64:
     """The bins' indexes of the judged rows (-1: no bin)."""
-    values = classes.to_numpy(dtype=object)
-    return np.array([-1 if c is None or c != c else int(c) for c in values], dtype=np.int64)
+    values = pd.to_numeric(classes, errors="coerce").to_numpy(dtype=np.float64)
+    return np.where(np.isnan(values), -1, values).astype(np.int64)
 
 
 def _labels(edges: pd.Series) -> list[str]:

@@ -68,10 +68,7 @@ def run_section(
     built_unconditional, built_conditional = positions(frame, rs, mine, config.min_count)
     unconditional = _table(PositionRate, built_unconditional)
     family = family_of(info.method, config.method_families)
-    lang_of = labels(frame, "lang")
-    first = frame["position"].to_numpy() == 0
-    steps = {lang: int((mine & first & (lang_of == lang)).sum()) for lang in acceptance}
-    speed = run_speed(acceptance, judged_rate, unconditional, steps, info.k, family, cost)
+    speed = run_speed(acceptance, judged_rate, unconditional, info.k, family, cost)
     unknown = set(info.provenance) - set(RunSummary.PROVENANCE)
     if unknown:  # the record writes these four keys or none
         raise TypeError(f"summary.json: runs[] does not declare {', '.join(sorted(unknown))}")
@@ -108,15 +105,14 @@ def run_speed(
     acceptance: Mapping[str, Rate],
     judged_rate: Mapping[str, Rate],
     unconditional: Mapping[str, Mapping[str, PositionRate]],
-    steps: Mapping[str, int],
     k: int,
     family: str,
     cost: tuple[float, str] | None,
 ) -> RunSpeed:
     """A run's speed model per language: vLLM's per-draft rates by position
-    (``unconditional``), its verification ``steps`` per language, the judged rate, its
-    k, and the draft cost (``cost``: measured, with its source; None: the ``family``'s
-    assumed default)."""
+    (``unconditional``, whose ``drafts`` are the run's verification steps per language:
+    every draft has a position-0 row), the judged rate, its k, and the draft cost
+    (``cost``: measured, with its source; None: the ``family``'s assumed default)."""
     if cost is not None:
         used_cost, cost_source, measured = cost[0], cost[1], True
     else:
@@ -126,7 +122,7 @@ def run_speed(
         # vLLM's a_p (accepted at p / all drafts): 1 + the sum is tokens per step
         at = unconditional.get(lang, {})
         curve = [(at[str(p)].per_draft if str(p) in at else None) or 0.0 for p in range(k)]
-        n = steps.get(lang, 0)
+        n = at["0"].drafts if "0" in at else 0
         tps = 1.0 + int(rate.accepted or 0) / n if n else None
         iid = (judged_rate[lang].rate if lang in judged_rate else None) or 0.0
         model = speed_model(curve, iid, k, used_cost, tps, cost_measured=measured)

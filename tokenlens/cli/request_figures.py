@@ -34,9 +34,9 @@ each with the prompt-clustered bootstrap interval of `tokenlens analyze`:
 With analyze's --seed, --bootstrap, --min-count, --interval, --threshold, --alpha,
 --min-prompts and --draft-cost, the figures equal those of summary.json for the same
 runs, to the last digit: a fleet's traces are counted where they lie and read here, in
-the memory of the table, not of its events. The verdicts assume what analyze checks from the run
-directories and a table cannot show: that no run is an approximate replay no check
-trace vouches for. Not given: the decomposition by token class, the like-for-like class
+the memory of the table, not of its events. The verdicts assume what analyze checks
+from the run directories and a table cannot show: that no run is an approximate replay
+no check trace vouches for. Not given: the decomposition by token class, the like-for-like class
 contrasts, the exploration, the logistic model, rejections and domains (they need the
 rows or the run directories: analyze).
 """
